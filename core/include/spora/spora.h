@@ -1,0 +1,218 @@
+/*
+ * spora/spora.h -- Spora's public C API (libspora.so).
+ *
+ * Conventions
+ * -----------
+ *  - Every function returns spora_status_t; results come back through
+ *    out-parameters, which are written only on success.
+ *  - On failure, spora_last_error() returns a message for the calling thread,
+ *    e.g. "[matmul] shapes (2,3) and (4,5) do not contract". The message stays
+ *    valid until the next failing call on the same thread.
+ *  - Handles are opaque. Objects returned through `**out` are owned by the
+ *    caller and released with the matching *_free function. Objects returned
+ *    as borrowed (documented per function) must not be freed.
+ *  - Devices and plugins are process-wide: once a plugin is loaded it is never
+ *    unloaded, so a spora_device_t* stays valid for the life of the process,
+ *    and tensors may outlive the context that found their device.
+ *  - Thread safety: all functions may be called from any thread. A single
+ *    spora_attrs_t must not be modified concurrently.
+ *  - No function aborts on bad input: NULL handles, wrong dtypes, bad shapes
+ *    and unknown names all return an error status.
+ */
+#ifndef SPORA_SPORA_H
+#define SPORA_SPORA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define SPORA_API __declspec(dllimport)
+#else
+#define SPORA_API __attribute__((visibility("default")))
+#endif
+
+#define SPORA_VERSION_MAJOR 0
+#define SPORA_VERSION_MINOR 1
+#define SPORA_VERSION_PATCH 0
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                        */
+/* ------------------------------------------------------------------------ */
+
+typedef int32_t spora_status_t;
+enum {
+  SPORA_OK = 0,
+  SPORA_ERROR_INVALID_ARGUMENT = 1, /* bad handle, shape, dtype, attribute */
+  SPORA_ERROR_NOT_FOUND = 2,        /* unknown op, device, plugin or file */
+  SPORA_ERROR_UNAVAILABLE = 3,      /* backend could not be loaded or has no device */
+  SPORA_ERROR_UNIMPLEMENTED = 4,    /* op or dtype not supported by a backend */
+  SPORA_ERROR_OUT_OF_MEMORY = 5,
+  SPORA_ERROR_TIMEOUT = 6,
+  SPORA_ERROR_ABORTED = 7,
+  SPORA_ERROR_INTERNAL = 8,
+  SPORA_ERROR_IO = 9
+};
+
+/* The calling thread's last error message ("" if none). Never NULL. */
+SPORA_API const char* spora_last_error(void);
+/* A static name for a status code, e.g. "invalid argument". Never NULL. */
+SPORA_API const char* spora_status_string(spora_status_t status);
+SPORA_API spora_status_t spora_version(int32_t* major, int32_t* minor, int32_t* patch);
+
+/* ------------------------------------------------------------------------ */
+/* Element types (values shared with spora/plugin.h)                        */
+/* ------------------------------------------------------------------------ */
+
+#ifndef SPORA_DTYPE_T_DEFINED
+#define SPORA_DTYPE_T_DEFINED
+typedef enum spora_dtype {
+  SPORA_DTYPE_INVALID = 0,
+  SPORA_DTYPE_F32 = 1,
+  SPORA_DTYPE_F64 = 2,
+  SPORA_DTYPE_F16 = 3,
+  SPORA_DTYPE_BF16 = 4,
+  SPORA_DTYPE_I32 = 5,
+  SPORA_DTYPE_I64 = 6,
+  SPORA_DTYPE_U8 = 7,
+  SPORA_DTYPE_BOOL = 8
+} spora_dtype_t;
+#endif
+
+/* Size of one element in bytes (0 for SPORA_DTYPE_INVALID/unknown). */
+SPORA_API size_t spora_dtype_size(spora_dtype_t dtype);
+/* Short name: "f32", "f64", ...; "invalid" for unknown values. */
+SPORA_API const char* spora_dtype_name(spora_dtype_t dtype);
+
+/* ------------------------------------------------------------------------ */
+/* Context, plugins, devices                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spora_context spora_context_t;
+typedef struct spora_plugin spora_plugin_t;
+typedef struct spora_device spora_device_t;
+
+/* Creates a context. Plugin discovery is lazy: it happens on the first
+ * plugin or device query, searching, in order, the paths added with
+ * spora_context_add_plugin_path, then SPORA_PLUGIN_PATH (':'-separated), then
+ * <directory of libspora.so>/spora/plugins. */
+SPORA_API spora_status_t spora_context_create(spora_context_t** out);
+SPORA_API spora_status_t spora_context_free(spora_context_t* ctx);
+/* Adds a plugin file or a directory of plugins to search first. Only takes
+ * effect before discovery (the first query); afterwards returns
+ * SPORA_ERROR_INVALID_ARGUMENT. */
+SPORA_API spora_status_t spora_context_add_plugin_path(spora_context_t* ctx, const char* path);
+
+/* Every plugin candidate found, usable or not. `*out` is borrowed. */
+SPORA_API spora_status_t spora_plugin_count(spora_context_t* ctx, size_t* out);
+SPORA_API spora_status_t spora_plugin_get(spora_context_t* ctx, size_t index, spora_plugin_t** out);
+/* Describes a plugin. Every out-parameter may be NULL. Strings are borrowed
+ * and live as long as the process. `kind` is "device" or "collective" (or
+ * "unknown" for a file that never got that far); `available` is 1 when the
+ * plugin loaded and initialised, else 0 and `reason` says why. */
+SPORA_API spora_status_t spora_plugin_describe(const spora_plugin_t* plugin, const char** name,
+                                               const char** kind, const char** path,
+                                               const char** version, int32_t* available,
+                                               const char** reason);
+
+/* Devices of every usable device plugin. `*out` is borrowed. */
+SPORA_API spora_status_t spora_device_count(spora_context_t* ctx, size_t* out);
+SPORA_API spora_status_t spora_device_get(spora_context_t* ctx, size_t index, spora_device_t** out);
+/* Finds "cpu", "cpu:0", "sim:1", ... A name without ":N" means device 0.
+ * Unknown backends return SPORA_ERROR_NOT_FOUND; a backend whose plugin
+ * failed returns SPORA_ERROR_UNAVAILABLE with the loader's recorded reason. */
+SPORA_API spora_status_t spora_device_find(spora_context_t* ctx, const char* name, spora_device_t** out);
+/* "sim:0". Borrowed. */
+SPORA_API spora_status_t spora_device_name(const spora_device_t* device, const char** out);
+/* Properties as key/value strings ("name", "vendor", "arch",
+ * "memory_bytes", "compute_units", "unified_memory", "alignment", "plugin",
+ * "plugin_version"). Borrowed. */
+SPORA_API spora_status_t spora_device_property_count(const spora_device_t* device, size_t* out);
+SPORA_API spora_status_t spora_device_property_at(const spora_device_t* device, size_t index,
+                                                  const char** key, const char** value);
+SPORA_API spora_status_t spora_device_property(const spora_device_t* device, const char* key,
+                                               const char** value);
+/* Blocks until all work queued on the device has finished; reports the first
+ * asynchronous error raised since the last synchronize. */
+SPORA_API spora_status_t spora_device_synchronize(spora_device_t* device);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spora_tensor spora_tensor_t;
+
+#define SPORA_MAX_NDIM 8
+
+/* Creates a dense row-major tensor on `device`. When `data` is non-NULL it
+ * must hold exactly `data_bytes` == numel * dtype size bytes, which are copied;
+ * when NULL the tensor is zero-filled. ndim may be 0 (a scalar). */
+SPORA_API spora_status_t spora_tensor_create(spora_device_t* device, spora_dtype_t dtype,
+                                             const int64_t* shape, int32_t ndim, const void* data,
+                                             size_t data_bytes, spora_tensor_t** out);
+/* A copy of `tensor` on `device` (a new handle even when it is already there). */
+SPORA_API spora_status_t spora_tensor_to(const spora_tensor_t* tensor, spora_device_t* device,
+                                         spora_tensor_t** out);
+/* Copies the tensor's contents to host memory; waits for pending work.
+ * `capacity` must be at least spora_tensor_nbytes(). */
+SPORA_API spora_status_t spora_tensor_read(const spora_tensor_t* tensor, void* dst, size_t capacity);
+SPORA_API spora_status_t spora_tensor_dtype(const spora_tensor_t* tensor, spora_dtype_t* out);
+SPORA_API spora_status_t spora_tensor_ndim(const spora_tensor_t* tensor, int32_t* out);
+/* Writes ndim dims into `dims` (capacity entries; SPORA_MAX_NDIM is enough). */
+SPORA_API spora_status_t spora_tensor_shape(const spora_tensor_t* tensor, int64_t* dims, int32_t capacity);
+SPORA_API spora_status_t spora_tensor_numel(const spora_tensor_t* tensor, int64_t* out);
+SPORA_API spora_status_t spora_tensor_nbytes(const spora_tensor_t* tensor, size_t* out);
+/* The device holding the tensor. Borrowed. */
+SPORA_API spora_status_t spora_tensor_device(const spora_tensor_t* tensor, spora_device_t** out);
+/* Releases the handle. Memory is freed when no other tensor shares it
+ * (reshape returns views). NULL is a no-op. */
+SPORA_API spora_status_t spora_tensor_free(spora_tensor_t* tensor);
+
+/* ------------------------------------------------------------------------ */
+/* Op attributes                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spora_attrs spora_attrs_t;
+
+SPORA_API spora_status_t spora_attrs_create(spora_attrs_t** out);
+SPORA_API spora_status_t spora_attrs_free(spora_attrs_t* attrs);
+/* Setting a name again replaces its value. Arrays are copied. */
+SPORA_API spora_status_t spora_attrs_set_int(spora_attrs_t* attrs, const char* name, int64_t value);
+SPORA_API spora_status_t spora_attrs_set_float(spora_attrs_t* attrs, const char* name, double value);
+SPORA_API spora_status_t spora_attrs_set_bool(spora_attrs_t* attrs, const char* name, int32_t value);
+SPORA_API spora_status_t spora_attrs_set_ints(spora_attrs_t* attrs, const char* name, const int64_t* values,
+                                              size_t count);
+SPORA_API spora_status_t spora_attrs_set_floats(spora_attrs_t* attrs, const char* name, const double* values,
+                                                size_t count);
+SPORA_API spora_status_t spora_attrs_set_string(spora_attrs_t* attrs, const char* name, const char* value);
+
+/* ------------------------------------------------------------------------ */
+/* Ops                                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Number of registered ops, and the name of op `index` (borrowed). */
+SPORA_API spora_status_t spora_op_count(size_t* out);
+SPORA_API spora_status_t spora_op_name(size_t index, const char** out);
+/* A one-line schema such as
+ *   "sum(x: f32|f64) -> (y) attrs: axes: ints = [], keepdims: bool = false"
+ * Borrowed; SPORA_ERROR_NOT_FOUND for unknown ops. */
+SPORA_API spora_status_t spora_op_schema(const char* op, const char** out);
+
+/* Runs `op` eagerly. All inputs must live on one device; it runs there.
+ * `device` selects where to run ops without inputs and may otherwise be NULL
+ * (if given, it must be the inputs' device). `attrs` may be NULL. On success
+ * writes `num_outputs` new tensors (which must equal the op's output count)
+ * to `outputs`; the caller frees them. Broadcasting follows numpy. */
+SPORA_API spora_status_t spora_op_call(const char* op, spora_device_t* device,
+                                       spora_tensor_t* const* inputs, size_t num_inputs,
+                                       const spora_attrs_t* attrs, spora_tensor_t** outputs,
+                                       size_t num_outputs);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SPORA_SPORA_H */

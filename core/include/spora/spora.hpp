@@ -1,0 +1,245 @@
+// spora/spora.hpp -- header-only C++17 RAII layer over spora.h.
+//
+// Owns handles (move-only), turns a failing status into spora::Error whose
+// message is spora_last_error() -- which names the op and the cause. Nothing
+// here reaches into libspora beyond the C API, so it works against any
+// libspora.so with the same major version.
+#ifndef SPORA_SPORA_HPP
+#define SPORA_SPORA_HPP
+
+#include <spora/spora.h>
+
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace spora {
+
+class Error : public std::runtime_error {
+ public:
+  Error(spora_status_t status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  spora_status_t status() const noexcept { return status_; }
+
+ private:
+  spora_status_t status_;
+};
+
+inline void check(spora_status_t s) {
+  if (s != SPORA_OK) throw Error(s, std::string(spora_last_error()) + " (" + spora_status_string(s) + ")");
+}
+
+// A device: borrowed, valid for the life of the process.
+class Device {
+ public:
+  Device() = default;
+  explicit Device(spora_device_t* d) : d_(d) {}
+  spora_device_t* get() const noexcept { return d_; }
+  explicit operator bool() const noexcept { return d_ != nullptr; }
+  std::string name() const {
+    const char* n = nullptr;
+    check(spora_device_name(d_, &n));
+    return n;
+  }
+  std::string property(const char* key) const {
+    const char* v = nullptr;
+    check(spora_device_property(d_, key, &v));
+    return v;
+  }
+  std::vector<std::pair<std::string, std::string>> properties() const {
+    size_t n = 0;
+    check(spora_device_property_count(d_, &n));
+    std::vector<std::pair<std::string, std::string>> out;
+    for (size_t i = 0; i < n; ++i) {
+      const char *k = nullptr, *v = nullptr;
+      check(spora_device_property_at(d_, i, &k, &v));
+      out.emplace_back(k, v);
+    }
+    return out;
+  }
+  void synchronize() const { check(spora_device_synchronize(d_)); }
+
+ private:
+  spora_device_t* d_ = nullptr;
+};
+
+struct PluginInfo {
+  std::string name, kind, path, version, reason;
+  bool available = false;
+};
+
+class Context {
+ public:
+  Context() { check(spora_context_create(&c_)); }
+  ~Context() { spora_context_free(c_); }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  Context(Context&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Context& operator=(Context&& o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  spora_context_t* get() const noexcept { return c_; }
+
+  void add_plugin_path(const std::string& path) { check(spora_context_add_plugin_path(c_, path.c_str())); }
+
+  std::vector<PluginInfo> plugins() const {
+    size_t n = 0;
+    check(spora_plugin_count(c_, &n));
+    std::vector<PluginInfo> out;
+    for (size_t i = 0; i < n; ++i) {
+      spora_plugin_t* p = nullptr;
+      check(spora_plugin_get(c_, i, &p));
+      const char *name, *kind, *path, *version, *reason;
+      int32_t avail = 0;
+      check(spora_plugin_describe(p, &name, &kind, &path, &version, &avail, &reason));
+      out.push_back({name, kind, path, version, reason, avail != 0});
+    }
+    return out;
+  }
+  std::vector<Device> devices() const {
+    size_t n = 0;
+    check(spora_device_count(c_, &n));
+    std::vector<Device> out;
+    for (size_t i = 0; i < n; ++i) {
+      spora_device_t* d = nullptr;
+      check(spora_device_get(c_, i, &d));
+      out.emplace_back(d);
+    }
+    return out;
+  }
+  Device device(const std::string& name) const {
+    spora_device_t* d = nullptr;
+    check(spora_device_find(c_, name.c_str(), &d));
+    return Device(d);
+  }
+
+ private:
+  spora_context_t* c_ = nullptr;
+};
+
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr spora_dtype_t value = SPORA_DTYPE_F32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr spora_dtype_t value = SPORA_DTYPE_F64;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(spora_tensor_t* t) noexcept : t_(t) {}
+  ~Tensor() { spora_tensor_free(t_); }
+  Tensor(const Tensor&) = delete;
+  Tensor& operator=(const Tensor&) = delete;
+  Tensor(Tensor&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
+  Tensor& operator=(Tensor&& o) noexcept {
+    std::swap(t_, o.t_);
+    return *this;
+  }
+
+  // From host data (copied). `data.size()` must equal the shape's product.
+  template <class T>
+  static Tensor from(Device device, const std::vector<int64_t>& shape, const std::vector<T>& data) {
+    spora_tensor_t* t = nullptr;
+    check(spora_tensor_create(device.get(), dtype_of<T>::value, shape.data(), static_cast<int32_t>(shape.size()),
+                              data.data(), data.size() * sizeof(T), &t));
+    return Tensor(t);
+  }
+  static Tensor zeros(Device device, spora_dtype_t dtype, const std::vector<int64_t>& shape) {
+    spora_tensor_t* t = nullptr;
+    check(spora_tensor_create(device.get(), dtype, shape.data(), static_cast<int32_t>(shape.size()), nullptr, 0, &t));
+    return Tensor(t);
+  }
+
+  spora_tensor_t* get() const noexcept { return t_; }
+  explicit operator bool() const noexcept { return t_ != nullptr; }
+
+  Tensor to(Device device) const {
+    spora_tensor_t* t = nullptr;
+    check(spora_tensor_to(t_, device.get(), &t));
+    return Tensor(t);
+  }
+  spora_dtype_t dtype() const {
+    spora_dtype_t d;
+    check(spora_tensor_dtype(t_, &d));
+    return d;
+  }
+  std::vector<int64_t> shape() const {
+    int32_t n = 0;
+    check(spora_tensor_ndim(t_, &n));
+    std::vector<int64_t> s(static_cast<size_t>(n));
+    check(spora_tensor_shape(t_, s.data(), n));
+    return s;
+  }
+  int64_t numel() const {
+    int64_t n = 0;
+    check(spora_tensor_numel(t_, &n));
+    return n;
+  }
+  Device device() const {
+    spora_device_t* d = nullptr;
+    check(spora_tensor_device(t_, &d));
+    return Device(d);
+  }
+  // Copies the contents to the host as T (which must match the dtype).
+  template <class T>
+  std::vector<T> read() const {
+    if (dtype() != dtype_of<T>::value) throw Error(SPORA_ERROR_INVALID_ARGUMENT, "[tensor] read<T>: T does not match dtype");
+    std::vector<T> out(static_cast<size_t>(numel()));
+    check(spora_tensor_read(t_, out.data(), out.size() * sizeof(T)));
+    return out;
+  }
+
+ private:
+  spora_tensor_t* t_ = nullptr;
+};
+
+class Attrs {
+ public:
+  Attrs() { check(spora_attrs_create(&a_)); }
+  ~Attrs() { spora_attrs_free(a_); }
+  Attrs(const Attrs&) = delete;
+  Attrs& operator=(const Attrs&) = delete;
+  Attrs(Attrs&& o) noexcept : a_(std::exchange(o.a_, nullptr)) {}
+  const spora_attrs_t* get() const noexcept { return a_; }
+
+  Attrs& set(const char* name, int64_t v) { check(spora_attrs_set_int(a_, name, v)); return *this; }
+  Attrs& set(const char* name, int v) { return set(name, static_cast<int64_t>(v)); }
+  Attrs& set(const char* name, double v) { check(spora_attrs_set_float(a_, name, v)); return *this; }
+  Attrs& set(const char* name, bool v) { check(spora_attrs_set_bool(a_, name, v ? 1 : 0)); return *this; }
+  Attrs& set(const char* name, const std::vector<int64_t>& v) {
+    check(spora_attrs_set_ints(a_, name, v.data(), v.size()));
+    return *this;
+  }
+  Attrs& set(const char* name, const char* v) { check(spora_attrs_set_string(a_, name, v)); return *this; }
+
+ private:
+  spora_attrs_t* a_ = nullptr;
+};
+
+// Runs an op eagerly and returns its outputs.
+inline std::vector<Tensor> call(const char* op, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr,
+                                size_t num_outputs = 1, Device device = Device()) {
+  std::vector<spora_tensor_t*> in;
+  for (const Tensor* t : inputs) in.push_back(t ? t->get() : nullptr);
+  std::vector<spora_tensor_t*> out(num_outputs, nullptr);
+  check(spora_op_call(op, device.get(), in.data(), in.size(), attrs ? attrs->get() : nullptr, out.data(), out.size()));
+  std::vector<Tensor> result;
+  for (auto* t : out) result.emplace_back(t);
+  return result;
+}
+
+// Single-output shorthand: spora::op("add", {&a, &b}).
+inline Tensor op(const char* name, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr) {
+  return std::move(call(name, inputs, attrs, 1).front());
+}
+
+}  // namespace spora
+
+#endif  // SPORA_SPORA_HPP

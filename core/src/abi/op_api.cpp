@@ -1,0 +1,76 @@
+// C API: the op registry and eager op calls.
+#include "abi/abi.h"
+#include "runtime/eager.h"
+
+using spora::Code;
+using spora::fail;
+using spora::abi::from_handle;
+using spora::abi::guard;
+using spora::abi::need;
+
+extern "C" {
+
+spora_status_t spora_op_count(size_t* out) {
+  return guard([&] { *need(out, "spora_op_count", "out") = spora::OpRegistry::get().ops().size(); });
+}
+
+spora_status_t spora_op_name(size_t index, const char** out) {
+  return guard([&] {
+    const auto& ops = spora::OpRegistry::get().ops();
+    if (index >= ops.size()) fail(Code::kInvalidArgument, "[spora_op_name] index {} >= count {}", index, ops.size());
+    *need(out, "spora_op_name", "out") = ops[index]->name.c_str();
+  });
+}
+
+spora_status_t spora_op_schema(const char* op, const char** out) {
+  return guard([&] {
+    need(op, "spora_op_schema", "op");
+    need(out, "spora_op_schema", "out");
+    const spora::OpDef* def = spora::OpRegistry::get().find(op);
+    if (!def) fail(Code::kNotFound, "[{}] unknown op", op);
+    // Schemas are immutable after registration: cache the text per op.
+    static std::mutex mu;
+    static auto* cache = new std::vector<std::pair<const spora::OpDef*, std::string>>;
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& [d, s] : *cache)
+      if (d == def) {
+        *out = s.c_str();
+        return;
+      }
+    cache->emplace_back(def, def->schema());
+    *out = cache->back().second.c_str();
+  });
+}
+
+spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inputs, size_t num_inputs,
+                             const spora_attrs_t* attrs, spora_tensor_t** outputs, size_t num_outputs) {
+  return guard([&] {
+    need(op, "spora_op_call", "op");
+    const spora::OpDef* def = spora::OpRegistry::get().find(op);
+    if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
+    if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
+      fail(Code::kInvalidArgument, "[{}] too many inputs or outputs", op);
+    if (num_inputs) need(inputs, op, "inputs");
+    if (num_outputs) need(outputs, op, "outputs");
+    const spora::Tensor* in[spora::kMaxOpInputs];
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
+      in[i] = &inputs[i]->t;
+    }
+    static const spora::Attrs kNoAttrs;
+    spora::Tensor out[spora::kMaxOpOutputs];
+    spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), attrs ? attrs->attrs : kNoAttrs, out,
+                      static_cast<int>(num_outputs));
+    // Allocate every handle before publishing any, so a failure leaks nothing.
+    spora_tensor_t* handles[spora::kMaxOpOutputs] = {};
+    try {
+      for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
+    } catch (...) {
+      for (auto* h : handles) delete h;
+      throw;
+    }
+    for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,71 @@
+// matmul with numpy semantics (1-D promotion, broadcast batch dims) and
+// optional transposes of the last two dims of either operand.
+#include "ops/registry.h"
+#include "support/error.h"
+
+namespace spora {
+namespace {
+
+void infer_matmul(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  Shape a = in[0].shape, b = in[1].shape;
+  const char* name = op.name.c_str();
+  if (a.rank == 0 || b.rank == 0)
+    fail(Code::kInvalidArgument, "[{}] operands must have rank >= 1, got shapes {} and {}", name, a.str(), b.str());
+  const bool ta = call.attrs.get_bool("transpose_a") && a.rank >= 2;
+  const bool tb = call.attrs.get_bool("transpose_b") && b.rank >= 2;
+  // A 1-D operand becomes a row (a) or a column (b), removed from the result.
+  const bool a_vec = a.rank == 1, b_vec = b.rank == 1;
+  if (a_vec) a = pad_to_rank(a, 2);
+  if (b_vec) {
+    b.push_back(1);
+  }
+  const int64_t m = ta ? a[a.rank - 1] : a[a.rank - 2];
+  const int64_t ka = ta ? a[a.rank - 2] : a[a.rank - 1];
+  const int64_t kb = tb ? b[b.rank - 1] : b[b.rank - 2];
+  const int64_t n = tb ? b[b.rank - 2] : b[b.rank - 1];
+  if (ka != kb) {
+    fail(Code::kInvalidArgument, "[{}] shapes {}{} and {}{} do not contract ({} vs {})", name, in[0].shape.str(),
+         ta ? "^T" : "", in[1].shape.str(), tb ? "^T" : "", ka, kb);
+  }
+  // Batch dims broadcast like numpy.
+  Shape ba, bb;
+  ba.rank = a.rank - 2;
+  bb.rank = b.rank - 2;
+  for (int i = 0; i < ba.rank; ++i) ba.dims[i] = a[i];
+  for (int i = 0; i < bb.rank; ++i) bb.dims[i] = b[i];
+  Shape batch;
+  try {
+    batch = broadcast_shapes(ba, bb, name);
+  } catch (const Error&) {
+    fail(Code::kInvalidArgument, "[{}] batch dimensions of {} and {} do not broadcast", name, in[0].shape.str(),
+         in[1].shape.str());
+  }
+  Shape out = batch;
+  out.push_back(m);
+  out.push_back(n);
+  call.in[0].shape = pad_to_rank(a, out.rank);
+  call.in[1].shape = pad_to_rank(b, out.rank);
+  call.out[0] = {in[0].dtype, out};
+  call.attrs.set("transpose_a", AttrValue::of_bool(ta));
+  call.attrs.set("transpose_b", AttrValue::of_bool(tb));
+  // The user-visible result drops the promoted vector dims.
+  Shape res = batch;
+  if (!a_vec) res.push_back(m);
+  if (!b_vec) res.push_back(n);
+  call.result[0] = res;
+}
+
+}  // namespace
+
+void register_matmul_ops(OpRegistry& r) {
+  r.add(OpDef{"matmul",
+              {"a", "b"},
+              {"y"},
+              {{"transpose_a", AttrType::kBool, false, AttrValue::of_bool(false)},
+               {"transpose_b", AttrType::kBool, false, AttrValue::of_bool(false)}},
+              {SPORA_DTYPE_F32, SPORA_DTYPE_F64},
+              infer_matmul,
+              "matrix product over the last two dims; batch dims broadcast"});
+}
+
+}  // namespace spora

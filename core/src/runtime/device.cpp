@@ -1,0 +1,172 @@
+#include "runtime/device.h"
+
+#include <cstring>
+
+#include "runtime/plugin_library.h"
+#include "support/error.h"
+#include "support/log.h"
+
+namespace spora {
+namespace {
+
+uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
+
+uint64_t call_hash(const OpDef& op, const OpCall& c) {
+  uint64_t h = mix(1469598103934665603ull, reinterpret_cast<uintptr_t>(&op));
+  auto shape = [&](const TensorMeta& m) {
+    h = mix(h, static_cast<uint64_t>(m.dtype));
+    h = mix(h, static_cast<uint64_t>(m.shape.rank));
+    for (int i = 0; i < m.shape.rank; ++i) h = mix(h, static_cast<uint64_t>(m.shape.dims[i]));
+  };
+  for (int i = 0; i < c.num_inputs; ++i) shape(c.in[i]);
+  for (int i = 0; i < c.num_outputs; ++i) shape(c.out[i]);
+  return c.attrs.empty() ? h : mix(h, c.attrs.hash());
+}
+
+bool same_call(const OpCall& a, const OpCall& b) {
+  if (a.num_inputs != b.num_inputs || a.num_outputs != b.num_outputs) return false;
+  for (int i = 0; i < a.num_inputs; ++i)
+    if (a.in[i].dtype != b.in[i].dtype || a.in[i].shape != b.in[i].shape) return false;
+  for (int i = 0; i < a.num_outputs; ++i)
+    if (a.out[i].dtype != b.out[i].dtype || a.out[i].shape != b.out[i].shape) return false;
+  const auto &x = a.attrs.items(), &y = b.attrs.items();
+  if (x.size() != y.size()) return false;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].first != y[i].first || !(x[i].second == y[i].second)) return false;
+  return true;
+}
+
+spora_tensor_desc_t desc_of(const TensorMeta& m) {
+  spora_tensor_desc_t d{};
+  d.struct_size = sizeof(d);
+  d.dtype = m.dtype;
+  d.rank = m.shape.rank;
+  d.dims = m.shape.rank ? m.shape.dims : nullptr;
+  d.strides = nullptr;
+  return d;
+}
+
+}  // namespace
+
+Device::Device(PluginRecord* plugin, int32_t index)
+    : plugin_(plugin), api_(plugin->device_api()), index_(index), name_(plugin->name() + ":" + std::to_string(index)) {
+  spora_device_properties_t p{};
+  p.struct_size = sizeof(p);
+  throw_if_error(api_->device_properties(index, &p), "[" + name_ + "] device_properties");
+  auto str = [](const char* s) { return std::string(s ? s : ""); };
+  props_ = {{"name", str(p.name)},
+            {"vendor", str(p.vendor)},
+            {"arch", str(p.arch)},
+            {"memory_bytes", std::to_string(p.memory_bytes)},
+            {"compute_units", std::to_string(p.compute_units)},
+            {"unified_memory", std::to_string(p.unified_memory)},
+            {"alignment", std::to_string(p.alignment)},
+            {"plugin", plugin->name()},
+            {"plugin_version", plugin->version()}};
+  unified_ = p.unified_memory != 0;
+}
+
+spora_stream_t* Device::stream() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stream_) throw_if_error(api_->stream_create(index_, &stream_), "[" + name_ + "] stream_create");
+  return stream_;
+}
+
+spora_devptr_t Device::alloc(size_t bytes) {
+  spora_devptr_t p = nullptr;
+  throw_if_error(api_->mem_alloc(index_, bytes, &p), "[" + name_ + "] alloc of " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void Device::free(spora_devptr_t ptr) noexcept {
+  if (!ptr) return;
+  if (spora_plugin_error_t* e = api_->mem_free(index_, ptr)) {
+    logger().error("[{}] free failed: {}", name_, e->message ? e->message : "");
+    if (e->destroy) e->destroy(e);
+  }
+}
+
+void Device::copy_h2d(spora_devptr_t dst, const void* src, size_t bytes) {
+  throw_if_error(api_->copy_h2d(index_, dst, src, bytes), "[" + name_ + "] copy to device");
+}
+void Device::copy_d2h(void* dst, spora_devptr_t src, size_t bytes) {
+  throw_if_error(api_->copy_d2h(index_, dst, src, bytes), "[" + name_ + "] copy to host");
+}
+void Device::copy_d2d(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  throw_if_error(api_->copy_d2d(index_, dst, src, bytes), "[" + name_ + "] copy on device");
+}
+void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
+  if (!api_->memset) {
+    // Optional in practice: emulate with a host buffer.
+    std::vector<unsigned char> zeros(bytes, static_cast<unsigned char>(byte));
+    copy_h2d(dst, zeros.data(), bytes);
+    return;
+  }
+  throw_if_error(api_->memset(index_, dst, byte, bytes), "[" + name_ + "] memset");
+}
+
+void Device::synchronize() {
+  spora_stream_t* s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = stream_;
+  }
+  if (s) throw_if_error(api_->stream_synchronize(s), "[" + name_ + "]");
+}
+
+const KernelEntry& Device::kernel(const OpDef& op, const OpCall& call) {
+  const uint64_t h = call_hash(op, call);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto range = kernels_.equal_range(h);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second->op == &op && same_call(it->second->call, call)) return *it->second;
+
+  if (!api_->kernel_create || !api_->kernel_launch)
+    fail(Code::kUnimplemented, "[{}] device {} has no kernels", op.name, name_);
+  auto entry = std::make_unique<KernelEntry>();
+  entry->op = &op;
+  entry->call = call;
+  entry->hash = h;
+  const OpCall& c = entry->call;  // descriptors point into the stored copy
+  spora_tensor_desc_t ins[kMaxOpInputs], outs[kMaxOpOutputs];
+  for (int i = 0; i < c.num_inputs; ++i) ins[i] = desc_of(c.in[i]);
+  for (int i = 0; i < c.num_outputs; ++i) outs[i] = desc_of(c.out[i]);
+  std::vector<spora_attr_t> attrs;
+  for (const auto& [name, v] : c.attrs.items()) {
+    spora_attr_t a{};
+    a.struct_size = sizeof(a);
+    a.name = name.c_str();
+    a.type = static_cast<int32_t>(v.type);
+    a.i = v.i;
+    a.f = v.f;
+    a.ints = v.ints.data();
+    a.floats = v.floats.data();
+    a.count = v.type == AttrType::kInts ? v.ints.size() : v.type == AttrType::kFloats ? v.floats.size() : 0;
+    a.s = v.s.c_str();
+    attrs.push_back(a);
+  }
+  spora_kernel_desc_t d{};
+  d.struct_size = sizeof(d);
+  d.op = op.name.c_str();
+  d.num_inputs = static_cast<size_t>(c.num_inputs);
+  d.inputs = ins;
+  d.num_outputs = static_cast<size_t>(c.num_outputs);
+  d.outputs = outs;
+  d.num_attrs = attrs.size();
+  d.attrs = attrs.data();
+  throw_if_error(api_->kernel_create(index_, &d, &entry->kernel, &entry->workspace), "[" + op.name + "] on " + name_);
+  logger().debug("[{}] planned kernel on {}", op.name, name_);
+  auto& ref = *entry;
+  kernels_.emplace(h, std::move(entry));
+  return ref;
+}
+
+void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs) {
+  spora_devptr_t ws = nullptr;
+  if (k.workspace > 0) ws = alloc(k.workspace);
+  spora_plugin_error_t* err = api_->kernel_launch(k.kernel, inputs, outputs, ws, stream());
+  if (ws) free(ws);
+  throw_if_error(err, "[" + k.op->name + "] on " + name_);
+}
+
+}  // namespace spora

@@ -1,0 +1,66 @@
+// A device of a loaded plugin: memory, copies, its default stream and the
+// cache of planned kernels.
+#pragma once
+#include <spora/plugin.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace spora {
+
+class PluginRecord;
+
+// A planned kernel with the descriptor it was planned from (which owns the
+// storage the spora_kernel_desc_t points into).
+struct KernelEntry {
+  const OpDef* op = nullptr;
+  OpCall call;
+  uint64_t hash = 0;
+  spora_kernel_t* kernel = nullptr;
+  size_t workspace = 0;
+};
+
+class Device {
+ public:
+  Device(PluginRecord* plugin, int32_t index);
+
+  const std::string& name() const { return name_; }  // "sim:0"
+  PluginRecord* plugin() const { return plugin_; }
+  int32_t index() const { return index_; }
+  const std::vector<std::pair<std::string, std::string>>& properties() const { return props_; }
+  bool unified_memory() const { return unified_; }
+
+  spora_devptr_t alloc(size_t bytes);
+  void free(spora_devptr_t ptr) noexcept;  // logs failures: runs from destructors
+  void copy_h2d(spora_devptr_t dst, const void* src, size_t bytes);
+  void copy_d2h(void* dst, spora_devptr_t src, size_t bytes);
+  void copy_d2d(spora_devptr_t dst, spora_devptr_t src, size_t bytes);
+  void memset(spora_devptr_t dst, int byte, size_t bytes);
+  void synchronize();
+
+  // The kernel planned for this call, planning it on first use. Throws
+  // Code::kUnimplemented (with the plugin's reason) if the plugin has none.
+  const KernelEntry& kernel(const OpDef& op, const OpCall& call);
+  void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
+
+ private:
+  spora_stream_t* stream();
+
+  PluginRecord* plugin_;
+  const spora_device_api_t* api_;
+  int32_t index_;
+  std::string name_;
+  bool unified_ = false;
+  std::vector<std::pair<std::string, std::string>> props_;
+  std::mutex mu_;
+  spora_stream_t* stream_ = nullptr;
+  std::unordered_multimap<uint64_t, std::unique_ptr<KernelEntry>> kernels_;
+};
+
+}  // namespace spora

@@ -1,0 +1,55 @@
+// Eager tensors: a shared device buffer plus dtype, shape and a byte offset
+// (views such as reshape share the buffer).
+#pragma once
+#include <memory>
+
+#include "ir/dtype.h"
+#include "ir/shape.h"
+#include "runtime/device.h"
+
+namespace spora {
+
+// Device memory owned by one allocation; freed when the last tensor using it
+// goes away.
+class Buffer {
+ public:
+  Buffer(Device* device, size_t bytes) : device_(device), bytes_(bytes), ptr_(device->alloc(bytes)) {}
+  ~Buffer() { device_->free(ptr_); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  Device* device() const { return device_; }
+  spora_devptr_t ptr() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device* device_;
+  size_t bytes_;
+  spora_devptr_t ptr_;
+};
+
+struct Tensor {
+  std::shared_ptr<Buffer> buffer;
+  size_t offset = 0;  // bytes
+  DType dtype = SPORA_DTYPE_INVALID;
+  Shape shape;
+
+  Device* device() const { return buffer->device(); }
+  size_t nbytes() const { return static_cast<size_t>(shape.numel()) * dtype_size(dtype); }
+  // Device address of the first element. Address arithmetic only: the host
+  // never dereferences device addresses.
+  spora_devptr_t data() const {
+    return reinterpret_cast<spora_devptr_t>(reinterpret_cast<uintptr_t>(buffer->ptr()) + offset);
+  }
+};
+
+// A new dense tensor on `device`, uninitialised.
+Tensor make_tensor(Device* device, DType dtype, const Shape& shape);
+// A new tensor with host data copied in (`bytes` must match) or zero-filled
+// when `data` is null.
+Tensor tensor_from_host(Device* device, DType dtype, const Shape& shape, const void* data, size_t bytes);
+// Copies to another device (through the host when plugins differ).
+Tensor tensor_to(const Tensor& t, Device* device);
+void tensor_read(const Tensor& t, void* dst, size_t capacity);
+
+}  // namespace spora

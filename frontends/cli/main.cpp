@@ -1,0 +1,46 @@
+// The `spora` command-line tool.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include <spora/spora.hpp>
+
+#include "commands.h"
+
+namespace {
+
+void usage(FILE* f) {
+  std::fprintf(f,
+               "usage: spora <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  devices [--plugin-path P]   list plugins, their devices and properties,\n"
+               "                              or why a plugin is unavailable\n"
+               "  version                     print the library version\n"
+               "\n"
+               "environment: SPORA_PLUGIN_PATH (extra plugin dirs), SPORA_LOG_LEVEL\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  try {
+    if (!std::strcmp(argv[1], "devices")) return spora::cli::devices(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "version")) {
+      int32_t a, b, c;
+      spora::check(spora_version(&a, &b, &c));
+      std::printf("spora %d.%d.%d\n", a, b, c);
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "spora: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "spora: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,106 @@
+// Probe, entry and lifecycle of the cpu device plugin.
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+
+#include "cpu_state.h"
+#include "error.h"
+
+namespace spora::cpu {
+
+const spora_host_t* g_host = nullptr;
+
+void log(int32_t level, const std::string& msg) {
+  if (g_host && g_host->services && g_host->services->log)
+    g_host->services->log(g_host->services->ctx, level, "cpu", msg.c_str());
+}
+
+namespace {
+
+using plugin::guard;
+using plugin::make_error;
+
+bool g_initialized = false;
+
+spora_plugin_error_t* initialize() {
+  return guard("cpu", [] {
+    g_initialized = true;
+    log(SPORA_LOG_DEBUG, "initialized");
+    return static_cast<spora_plugin_error_t*>(nullptr);
+  });
+}
+
+spora_plugin_error_t* device_count(int32_t* out) {
+  if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] device_count: null output");
+  *out = g_initialized ? 1 : 0;
+  return nullptr;
+}
+
+spora_plugin_error_t* device_properties(int32_t device, spora_device_properties_t* out) {
+  if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] device_properties: null output");
+  if (device != 0) return make_error(SPORA_PLUGIN_NOT_FOUND, "[cpu] no device " + std::to_string(device));
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  out->name = "Host CPU";
+  out->vendor = "host";
+#if defined(__AVX512F__)
+  out->arch = "x86_64-avx512";
+#elif defined(__x86_64__)
+  out->arch = "x86_64";
+#else
+  out->arch = "host";
+#endif
+  if (SPORA_STRUCT_HAS(out, spora_device_properties_t, memory_bytes))
+    out->memory_bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  if (SPORA_STRUCT_HAS(out, spora_device_properties_t, compute_units))
+    out->compute_units = static_cast<int32_t>(std::thread::hardware_concurrency());
+  if (SPORA_STRUCT_HAS(out, spora_device_properties_t, unified_memory)) out->unified_memory = 1;
+  if (SPORA_STRUCT_HAS(out, spora_device_properties_t, max_streams)) out->max_streams = 0;
+  if (SPORA_STRUCT_HAS(out, spora_device_properties_t, alignment)) out->alignment = 64;
+  return nullptr;
+}
+
+void shutdown() { g_initialized = false; }
+
+spora_device_api_t make_table() {
+  spora_device_api_t t{};
+  t.struct_size = sizeof(t);
+  t.initialize = initialize;
+  t.device_count = device_count;
+  t.device_properties = device_properties;
+  fill_memory_api(&t);
+  fill_stream_api(&t);
+  fill_kernel_api(&t);
+  t.shutdown = shutdown;
+  return t;
+}
+
+const spora_device_api_t g_table = make_table();
+
+}  // namespace
+}  // namespace spora::cpu
+
+extern "C" SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
+  if (!out) return;
+  out->score = 100;  // the host is always there
+  out->reason[0] = '\0';
+}
+
+extern "C" SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host,
+                                                                          spora_plugin_info_t* out) {
+  using spora::plugin::make_error;
+  if (!host || !out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] entry: null argument");
+  if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
+    return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] host ABI major " + std::to_string(host->abi_major) +
+                                                         ", plugin built for " +
+                                                         std::to_string(SPORA_PLUGIN_ABI_MAJOR));
+  spora::cpu::g_host = host;
+  out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
+  out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
+  out->kind = SPORA_PLUGIN_KIND_DEVICE;
+  out->name = "cpu";
+  out->version = "0.1.0";
+  out->build = "g++ " __VERSION__ ", oneDNN";
+  out->api = &spora::cpu::g_table;
+  return nullptr;
+}

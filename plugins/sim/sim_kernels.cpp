@@ -1,0 +1,134 @@
+// Kernels: planned by the shared plan_kernel, run by the shared reference
+// implementations on the stream's worker thread, on arena memory.
+#include <string>
+
+#include "error.h"
+#include "kernel_plan.h"
+#include "sim_api.h"
+#include "sim_state.h"
+
+namespace spora::sim {
+namespace {
+
+using spora::plugin::guard;
+using spora::plugin::KernelPlan;
+using spora::plugin::make_error;
+using spora::plugin::Shape;
+
+spora_plugin_error_t* invalid(const std::string& message) {
+  return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] " + message);
+}
+
+// Bytes a dense tensor of `shape` occupies, or an error if that overflows.
+spora_plugin_error_t* shape_bytes(const Kernel& k, const Shape& shape, const std::string& what, size_t* out) {
+  size_t bytes = spora::plugin::dtype_size(k.plan.dtype);
+  for (int32_t i = 0; i < shape.rank; ++i) {
+    const int64_t dim = shape.dims[i];
+    if (dim < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes)) {
+      return invalid("kernel_launch(" + k.op + "): " + what + " size overflows");
+    }
+  }
+  *out = bytes;
+  return nullptr;
+}
+
+// Translates one operand, checking it covers the bytes the plan will touch.
+spora_plugin_error_t* operand(const Kernel& k, const Arena& arena, spora_devptr_t p, const Shape& shape,
+                              const std::string& what, void** out) {
+  size_t bytes = 0;
+  if (auto* err = shape_bytes(k, shape, what, &bytes)) return err;
+  const std::string label = "kernel_launch(" + k.op + ") " + what;
+  return arena.translate(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), bytes, label.c_str(), out);
+}
+
+}  // namespace
+
+const char* const* kernel_ops() {
+  try {
+    return spora::plugin::reference_op_names();
+  } catch (...) {
+    // No error channel here: advertise no kernels rather than let it escape.
+    static const char* const none[] = {nullptr};
+    return none;
+  }
+}
+
+spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* desc, spora_kernel_t** out,
+                                    size_t* out_workspace) {
+  return guard("sim", [&]() -> spora_plugin_error_t* {
+    if (!desc) return invalid("kernel_create: desc is NULL");
+    if (!out) return invalid("kernel_create: out is NULL");
+    // plan_kernel indexes these arrays by their counts.
+    if ((desc->num_inputs && !desc->inputs) || (desc->num_outputs && !desc->outputs) ||
+        (desc->num_attrs && !desc->attrs)) {
+      return invalid("kernel_create: desc has a NULL inputs, outputs or attrs array with a non-zero count");
+    }
+    State* state = nullptr;
+    Arena* arena = nullptr;
+    if (auto* err = get_arena("kernel_create", device, &arena)) return err;
+    if (auto* err = get_state(&state)) return err;
+    auto kernel = std::make_shared<Kernel>();
+    kernel->device = device;
+    kernel->op = desc->op ? desc->op : "(null)";
+    // plan_kernel's message already says what is unsupported or malformed.
+    if (auto* err = spora::plugin::plan_kernel(desc, &kernel->plan)) return err;
+    *out = static_cast<spora_kernel_t*>(state->kernels.add(std::move(kernel)));
+    if (out_workspace) *out_workspace = 0;  // reference kernels need no scratch memory
+    return nullptr;
+  });
+}
+
+spora_plugin_error_t* kernel_destroy(spora_kernel_t* kernel) {
+  return guard("sim", [&]() -> spora_plugin_error_t* {
+    State* state = nullptr;
+    if (auto* err = get_state(&state)) return err;
+    // Launches still queued hold their own reference to the kernel.
+    if (!state->kernels.remove(kernel)) {
+      return invalid(std::string("kernel_destroy: ") + (kernel ? "unknown or destroyed kernel" : "kernel is NULL"));
+    }
+    return nullptr;
+  });
+}
+
+spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t* inputs,
+                                    const spora_devptr_t* outputs, spora_devptr_t /*workspace*/,
+                                    spora_stream_t* stream) {
+  return guard("sim", [&]() -> spora_plugin_error_t* {
+    State* state = nullptr;
+    if (auto* err = get_state(&state)) return err;
+    std::shared_ptr<const Kernel> k = state->kernels.find(kernel);
+    if (!k) return invalid(std::string("kernel_launch: ") + (kernel ? "unknown or destroyed kernel" : "kernel is NULL"));
+    std::shared_ptr<Stream> s;
+    if (auto* err = get_stream("kernel_launch", stream, &s)) return err;
+    if (s->device() != k->device) {
+      return invalid("kernel_launch(" + k->op + "): kernel planned for device " + std::to_string(k->device) +
+                     " launched on a stream of device " + std::to_string(s->device()));
+    }
+    const KernelPlan& plan = k->plan;
+    if (plan.num_inputs > 0 && !inputs) return invalid("kernel_launch(" + k->op + "): inputs is NULL");
+    if (!outputs) return invalid("kernel_launch(" + k->op + "): outputs is NULL");
+
+    // Translate (and so validate) every buffer now, so a bad address is
+    // reported by this call rather than later by the stream.
+    Arena* arena = nullptr;
+    if (auto* err = get_arena("kernel_launch", s->device(), &arena)) return err;
+    const void* in[2] = {nullptr, nullptr};
+    for (int32_t i = 0; i < plan.num_inputs && i < 2; ++i) {
+      void* p = nullptr;
+      if (auto* err = operand(*k, *arena, inputs[i], plan.in[i], "input " + std::to_string(i), &p)) return err;
+      in[i] = p;
+    }
+    void* out = nullptr;
+    if (auto* err = operand(*k, *arena, outputs[0], plan.out, "output 0", &out)) return err;
+
+    // Exceptions thrown while running become the stream's error (Stream::run).
+    return s->enqueue([k, in0 = in[0], in1 = in[1], out](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+      const void* const ins[2] = {in0, in1};
+      void* const outs[1] = {out};
+      spora::plugin::run_reference(k->plan, ins, outs);
+      return nullptr;
+    });
+  });
+}
+
+}  // namespace spora::sim

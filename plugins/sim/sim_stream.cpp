@@ -1,0 +1,145 @@
+// Stream worker threads and event generations (see sim_stream.h).
+#include "sim_stream.h"
+
+#include <string>
+#include <utility>
+
+#include "error.h"
+
+namespace spora::sim {
+namespace {
+
+// The stream whose worker is the current thread, if any.
+thread_local const Stream* tls_worker_of = nullptr;
+
+}  // namespace
+
+// ---- Stream ----
+
+Stream::Stream(int32_t device) : device_(device) { worker_ = std::thread([this] { run(); }); }
+
+Stream::~Stream() {
+  if (spora_plugin_error_t* err = close()) err->destroy(err);
+}
+
+bool Stream::on_worker_thread() const { return tls_worker_of == this; }
+
+spora_plugin_error_t* Stream::enqueue(Task task, bool wants_status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) {
+      return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
+                                       "[sim] cannot enqueue work on a stream that is being destroyed");
+    }
+    queue_.push_back(Item{std::move(task), wants_status});
+    ++enqueued_;
+  }
+  work_cv_.notify_one();
+  return nullptr;
+}
+
+void Stream::drain() {
+  if (on_worker_thread()) return;
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = enqueued_;
+  done_cv_.wait(lock, [&] { return completed_ >= target; });
+}
+
+spora_plugin_error_t* Stream::synchronize() {
+  drain();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(first_error_, nullptr);
+}
+
+bool Stream::idle() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return completed_ == enqueued_;
+}
+
+spora_plugin_error_t* Stream::close() {
+  std::lock_guard<std::mutex> join_lock(join_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_all();
+  // The worker empties the queue before it exits, so this also drains.
+  if (worker_.joinable()) worker_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(first_error_, nullptr);
+}
+
+void Stream::run() {
+  tls_worker_of = this;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stopping and drained
+    spora_plugin_error_t* err = nullptr;
+    {
+      Item item = std::move(queue_.front());
+      queue_.pop_front();
+      // Callbacks get a private copy of the first error: the original may be
+      // handed to (and destroyed by) a concurrent stream_synchronize caller.
+      spora_plugin_error_t* status = nullptr;
+      if (item.wants_status && first_error_) {
+        status = spora::plugin::make_error(first_error_->code, first_error_->message);
+      }
+      lock.unlock();
+      err = spora::plugin::guard("sim", [&] { return item.task(status); });
+      if (status) status->destroy(status);
+      // `item` (and whatever its task captured) is released here, unlocked.
+    }
+    lock.lock();
+    if (err) {
+      if (!first_error_) {
+        first_error_ = err;
+      } else {
+        err->destroy(err);
+      }
+    }
+    ++completed_;
+    done_cv_.notify_all();
+  }
+}
+
+// ---- Event ----
+
+uint64_t Event::begin_record() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ++target_;
+}
+
+void Event::mark_reached(uint64_t gen, Clock::time_point when) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (gen <= reached_) return;
+    reached_ = gen;
+    when_ = when;
+  }
+  cv_.notify_all();
+}
+
+uint64_t Event::target() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return target_;
+}
+
+bool Event::reached(uint64_t gen) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reached_ >= gen;
+}
+
+void Event::wait(uint64_t gen) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return reached_ >= gen; });
+}
+
+bool Event::timestamp(Clock::time_point* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (target_ == 0 || reached_ < target_) return false;
+  *out = when_;
+  return true;
+}
+
+}  // namespace spora::sim
