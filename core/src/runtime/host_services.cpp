@@ -202,13 +202,15 @@ const spora_host_t* host_description() {
     h.struct_size = sizeof(h);
     h.abi_major = SPORA_PLUGIN_ABI_MAJOR;
     h.abi_minor = SPORA_PLUGIN_ABI_MINOR;
-    // Deployments may refuse plugins older than a given minor
-    // (SPORA_PLUGIN_ABI_MINOR_FLOOR); it can never exceed the host's minor.
+    // Deployments may refuse plugins built against a minor older than a
+    // given one (SPORA_PLUGIN_ABI_MINOR_FLOOR). A floor above the host's own
+    // minor is allowed: plugins built against a newer minor still load, since
+    // every check is "at least".
     std::string floor;
     h.abi_minor_floor = 0;
     if (config_lookup("plugin.abi_minor_floor", &floor)) {
       const long f = std::strtol(floor.c_str(), nullptr, 10);
-      h.abi_minor_floor = f < 0 ? 0 : (f > SPORA_PLUGIN_ABI_MINOR ? SPORA_PLUGIN_ABI_MINOR : static_cast<uint32_t>(f));
+      h.abi_minor_floor = f < 0 ? 0 : static_cast<uint32_t>(f);
     }
     h.host_version = "0.1.0";
     h.services = &services;

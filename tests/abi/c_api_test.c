@@ -1,0 +1,226 @@
+/* End-to-end test of spora.h, compiled as C99: devices, tensors, eager ops
+ * on every usable device, and the error contract (status + message, never an
+ * abort). Prints "N passed, M failed" and exits non-zero on any failure. */
+#include <math.h>
+#include <spora/spora.h>
+#include <stdio.h>
+#include <string.h>
+
+static int g_pass = 0, g_fail = 0;
+
+#define EXPECT(cond, ...)                                        \
+  do {                                                           \
+    if (cond) {                                                  \
+      g_pass++;                                                  \
+    } else {                                                     \
+      g_fail++;                                                  \
+      fprintf(stderr, "%s:%d: FAILED %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                              \
+      fprintf(stderr, "\n");                                     \
+    }                                                            \
+  } while (0)
+
+#define OK(call) EXPECT((call) == SPORA_OK, "%s", spora_last_error())
+
+/* Expects `call` to fail with `status` and a message containing `text`. */
+#define FAILS(call, status, text)                                              \
+  do {                                                                         \
+    spora_status_t s_ = (call);                                                \
+    EXPECT(s_ == (status), "status %d (%s), want %d; message: %s", s_,         \
+           spora_status_string(s_), (status), spora_last_error());             \
+    EXPECT(strstr(spora_last_error(), (text)) != NULL, "message '%s' lacks '%s'", \
+           spora_last_error(), (text));                                        \
+  } while (0)
+
+static spora_tensor_t* make(spora_device_t* d, spora_dtype_t t, const int64_t* shape, int32_t nd, const void* data,
+                            size_t bytes) {
+  spora_tensor_t* out = NULL;
+  OK(spora_tensor_create(d, t, shape, nd, data, bytes, &out));
+  return out;
+}
+
+static spora_tensor_t* call1(const char* op, spora_tensor_t* a, spora_tensor_t* b, const spora_attrs_t* attrs) {
+  spora_tensor_t* in[2];
+  spora_tensor_t* out = NULL;
+  in[0] = a;
+  in[1] = b;
+  OK(spora_op_call(op, NULL, in, b ? 2 : 1, attrs, &out, 1));
+  return out;
+}
+
+static void test_device(spora_device_t* dev) {
+  const char* name = NULL;
+  const double x[6] = {1, 2, 3, 4, 5, 6};
+  const double row[3] = {10, 20, 30};
+  const int64_t s23[2] = {2, 3}, s3[1] = {3}, s32[2] = {3, 2};
+  double out[6], mm[4];
+  int64_t shape[SPORA_MAX_NDIM];
+  int32_t nd = 0;
+  spora_dtype_t dt;
+  spora_tensor_t *a, *b, *y, *t, *m, *r, *s;
+  spora_attrs_t* attrs;
+  int i;
+
+  OK(spora_device_name(dev, &name));
+  printf("  device %s\n", name);
+  a = make(dev, SPORA_DTYPE_F64, s23, 2, x, sizeof x);
+  b = make(dev, SPORA_DTYPE_F64, s3, 1, row, sizeof row);
+
+  /* add broadcasts (2,3) + (3,) */
+  y = call1("add", a, b, NULL);
+  OK(spora_tensor_ndim(y, &nd));
+  OK(spora_tensor_shape(y, shape, SPORA_MAX_NDIM));
+  EXPECT(nd == 2 && shape[0] == 2 && shape[1] == 3, "add shape");
+  OK(spora_tensor_read(y, out, sizeof out));
+  for (i = 0; i < 6; ++i) EXPECT(out[i] == x[i] + row[i % 3], "add[%d] = %g", i, out[i]);
+  OK(spora_tensor_dtype(y, &dt));
+  EXPECT(dt == SPORA_DTYPE_F64, "dtype %d", dt);
+
+  /* transpose, then matmul: (2,3) @ (3,2) */
+  t = call1("transpose", a, NULL, NULL);
+  OK(spora_tensor_shape(t, shape, SPORA_MAX_NDIM));
+  EXPECT(shape[0] == 3 && shape[1] == 2, "transpose shape");
+  m = call1("matmul", a, t, NULL);
+  OK(spora_tensor_read(m, mm, sizeof mm));
+  EXPECT(mm[0] == 14 && mm[1] == 32 && mm[2] == 32 && mm[3] == 77, "a @ a^T = [%g %g %g %g]", mm[0], mm[1], mm[2],
+         mm[3]);
+
+  /* reshape is a view with a new shape; sum over axis 0 */
+  OK(spora_attrs_create(&attrs));
+  {
+    const int64_t want[2] = {3, -1};
+    OK(spora_attrs_set_ints(attrs, "shape", want, 2));
+  }
+  r = call1("reshape", a, NULL, attrs);
+  spora_attrs_free(attrs);
+  OK(spora_tensor_shape(r, shape, SPORA_MAX_NDIM));
+  EXPECT(shape[0] == 3 && shape[1] == 2, "reshape shape");
+  OK(spora_attrs_create(&attrs));
+  OK(spora_attrs_set_ints(attrs, "axes", s23 + 1, 0)); /* empty = all axes */
+  OK(spora_attrs_set_bool(attrs, "keepdims", 0));
+  s = call1("sum", r, NULL, attrs);
+  spora_attrs_free(attrs);
+  OK(spora_tensor_ndim(s, &nd));
+  OK(spora_tensor_read(s, out, sizeof(double)));
+  EXPECT(nd == 0 && out[0] == 21, "sum = %g (ndim %d)", out[0], nd);
+  spora_tensor_free(s);
+
+  /* softmax rows sum to 1 and match exp(x)/sum exp(x) */
+  s = call1("softmax", a, NULL, NULL);
+  OK(spora_tensor_read(s, out, sizeof out));
+  {
+    double z = exp(1.0) + exp(2.0) + exp(3.0);
+    EXPECT(fabs(out[0] - exp(1.0) / z) < 1e-12, "softmax[0] = %g", out[0]);
+    EXPECT(fabs(out[3] + out[4] + out[5] - 1) < 1e-12, "softmax row sum");
+  }
+
+  /* Errors: each a status and a message naming the op. */
+  {
+    spora_tensor_t* bad = make(dev, SPORA_DTYPE_F64, s32, 2, x, sizeof x);
+    spora_tensor_t *in[2], *o = NULL;
+    float xf[6] = {0};
+    spora_tensor_t* f32 = make(dev, SPORA_DTYPE_F32, s23, 2, xf, sizeof xf);
+    in[0] = a;
+    in[1] = bad;
+    FAILS(spora_op_call("add", NULL, in, 2, NULL, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "[add] shapes (2,3) and (3,2)");
+    in[1] = a;
+    FAILS(spora_op_call("matmul", NULL, in, 2, NULL, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "do not contract");
+    in[1] = f32;
+    FAILS(spora_op_call("mul", NULL, in, 2, NULL, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "different dtypes");
+    FAILS(spora_op_call("conv9d", NULL, in, 1, NULL, &o, 1), SPORA_ERROR_NOT_FOUND, "[conv9d] unknown op");
+    in[1] = NULL;
+    FAILS(spora_op_call("add", NULL, in, 2, NULL, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "null tensor");
+    FAILS(spora_op_call("neg", NULL, in, 1, NULL, &o, 2), SPORA_ERROR_INVALID_ARGUMENT, "produces 1 output");
+    OK(spora_attrs_create(&attrs));
+    OK(spora_attrs_set_int(attrs, "axis", 5));
+    FAILS(spora_op_call("softmax", NULL, in, 1, attrs, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "[softmax] axis 5");
+    spora_attrs_free(attrs);
+    OK(spora_attrs_create(&attrs));
+    OK(spora_attrs_set_string(attrs, "perm", "reverse"));
+    FAILS(spora_op_call("transpose", NULL, in, 1, attrs, &o, 1), SPORA_ERROR_INVALID_ARGUMENT,
+          "[transpose] attribute 'perm' must be ints");
+    spora_attrs_free(attrs);
+    OK(spora_attrs_create(&attrs));
+    OK(spora_attrs_set_int(attrs, "colour", 1));
+    FAILS(spora_op_call("transpose", NULL, in, 1, attrs, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "unknown attribute 'colour'");
+    spora_attrs_free(attrs);
+    FAILS(spora_tensor_create(dev, SPORA_DTYPE_F64, s23, 2, x, 5, &o), SPORA_ERROR_INVALID_ARGUMENT, "needs 48 bytes");
+    FAILS(spora_tensor_create(dev, (spora_dtype_t)99, s23, 2, NULL, 0, &o), SPORA_ERROR_INVALID_ARGUMENT, "dtype");
+    FAILS(spora_tensor_read(a, out, 8), SPORA_ERROR_INVALID_ARGUMENT, "needs 48 bytes");
+    EXPECT(o == NULL, "no output written on failure");
+    spora_tensor_free(bad);
+    spora_tensor_free(f32);
+  }
+
+  spora_tensor_free(a);
+  spora_tensor_free(b);
+  spora_tensor_free(y);
+  spora_tensor_free(t);
+  spora_tensor_free(m);
+  spora_tensor_free(r);
+  spora_tensor_free(s);
+}
+
+int main(void) {
+  spora_context_t* ctx = NULL;
+  spora_device_t *dev, *cpu = NULL, *sim = NULL;
+  size_t n = 0, i, nops = 0;
+  int32_t major = -1;
+
+  OK(spora_version(&major, NULL, NULL));
+  EXPECT(major == SPORA_VERSION_MAJOR, "version");
+  OK(spora_context_create(&ctx));
+  OK(spora_device_count(ctx, &n));
+  EXPECT(n >= 2, "expected cpu and sim devices, got %zu", n);
+  for (i = 0; i < n; ++i) {
+    OK(spora_device_get(ctx, i, &dev));
+    test_device(dev);
+  }
+  OK(spora_op_count(&nops));
+  EXPECT(nops >= 16, "op count %zu", nops);
+  {
+    const char* schema = NULL;
+    OK(spora_op_schema("sum", &schema));
+    EXPECT(strstr(schema, "keepdims: bool = false") != NULL, "schema: %s", schema);
+  }
+
+  /* Device lookup by name. */
+  OK(spora_device_find(ctx, "cpu", &cpu));
+  OK(spora_device_find(ctx, "sim:0", &sim));
+  FAILS(spora_device_find(ctx, "tpu:0", &dev), SPORA_ERROR_NOT_FOUND, "unknown backend 'tpu'");
+  FAILS(spora_device_find(ctx, "cpu:7", &dev), SPORA_ERROR_NOT_FOUND, "index 7");
+  FAILS(spora_device_find(ctx, "cpu:x", &dev), SPORA_ERROR_INVALID_ARGUMENT, "not a device name");
+
+  /* A tensor moves between devices; mixing devices in one op is an error. */
+  {
+    const float v[4] = {1, -2, 3, -4};
+    const int64_t s4[1] = {4};
+    float back[4];
+    spora_tensor_t *c = make(cpu, SPORA_DTYPE_F32, s4, 1, v, sizeof v), *g = NULL, *in[2], *o = NULL;
+    spora_device_t* where = NULL;
+    OK(spora_tensor_to(c, sim, &g));
+    OK(spora_tensor_device(g, &where));
+    EXPECT(where == sim, "tensor_to device");
+    OK(spora_tensor_read(g, back, sizeof back));
+    EXPECT(memcmp(back, v, sizeof v) == 0, "round trip through sim");
+    in[0] = c;
+    in[1] = g;
+    FAILS(spora_op_call("add", NULL, in, 2, NULL, &o, 1), SPORA_ERROR_INVALID_ARGUMENT, "is on sim:0");
+    spora_tensor_free(c);
+    spora_tensor_free(g);
+  }
+
+  /* Null handles never crash. */
+  FAILS(spora_context_create(NULL), SPORA_ERROR_INVALID_ARGUMENT, "out is null");
+  FAILS(spora_device_count(NULL, &n), SPORA_ERROR_INVALID_ARGUMENT, "ctx is null");
+  FAILS(spora_tensor_create(NULL, SPORA_DTYPE_F32, NULL, 0, NULL, 0, NULL), SPORA_ERROR_INVALID_ARGUMENT, "is null");
+  FAILS(spora_tensor_read(NULL, NULL, 0), SPORA_ERROR_INVALID_ARGUMENT, "tensor is null");
+  FAILS(spora_op_call(NULL, NULL, NULL, 0, NULL, NULL, 0), SPORA_ERROR_INVALID_ARGUMENT, "op is null");
+  FAILS(spora_device_name(NULL, NULL), SPORA_ERROR_INVALID_ARGUMENT, "is null");
+  FAILS(spora_context_add_plugin_path(ctx, "/nonexistent"), SPORA_ERROR_INVALID_ARGUMENT, "after discovery");
+  OK(spora_tensor_free(NULL));
+  OK(spora_context_free(ctx));
+
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Layering: plugins include only plugin-api/ (and their own and third-party
+# headers); frontends, examples and benches include only core/include/.
+set -euo pipefail
+root=$1
+fail=0
+# Plugins must not see the core or its public API.
+if grep -rnE '#\s*include\s*[<"](\.\./)*(core/|spora/spora\.h|spora/spora\.hpp|runtime/|ops/|ir/|abi/|support/)' \
+    "$root/plugins" "$root/tests/loader/plugins" 2>/dev/null; then
+  echo "error: a plugin includes core headers; plugins may include only plugin-api/ (spora/plugin.h)"
+  fail=1
+fi
+# Frontends (and other API consumers) must not reach into core/src.
+if grep -rnE '#\s*include\s*[<"](\.\./)*(core/src/|src/|runtime/|ops/|ir/|abi/|support/)' \
+    "$root/frontends" "$root/examples" "$root/bench" 2>/dev/null; then
+  echo "error: a frontend includes core internals; frontends may include only core/include/"
+  fail=1
+fi
+# The plugin API header must stay self-contained C.
+if grep -nE '#\s*include' "$root/plugin-api/include/spora/plugin.h" | grep -vE '<(stddef|stdint)\.h>'; then
+  echo "error: plugin.h includes something beyond <stddef.h> and <stdint.h>"
+  fail=1
+fi
+[ $fail = 0 ] && echo "layering ok: plugins see only plugin-api/, frontends only core/include/"
+exit $fail
