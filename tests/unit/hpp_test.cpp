@@ -1,0 +1,97 @@
+// The header-only C++ layer (spora.hpp) over the C ABI: RAII ownership,
+// exceptions carrying the status and message, and the same numbers on every
+// device.
+#include <gtest/gtest.h>
+#include <spora/spora.hpp>
+
+#include <cmath>
+
+namespace {
+
+class HppTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static spora::Context& ctx() {
+    static spora::Context c;
+    return c;
+  }
+  spora::Device dev() { return ctx().device(GetParam()); }
+};
+
+TEST_P(HppTest, ChainedOpsMatchHandComputedValues) {
+  auto d = dev();
+  auto x = spora::Tensor::from<double>(d, {2, 2}, {1, -2, 3, -4});
+  auto w = spora::Tensor::from<double>(d, {2, 2}, {0.5, 1, -1, 2});
+  auto y = spora::op("relu", {&x});
+  EXPECT_EQ(y.read<double>(), (std::vector<double>{1, 0, 3, 0}));
+  auto m = spora::op("matmul", {&x, &w});  // [[1*0.5+(-2)(-1), 1-4], [1.5+4, 3-8]]
+  EXPECT_EQ(m.read<double>(), (std::vector<double>{2.5, -3, 5.5, -5}));
+  spora::Attrs keep;
+  keep.set("axes", std::vector<int64_t>{1}).set("keepdims", true);
+  auto s = spora::op("mean", {&m}, &keep);
+  EXPECT_EQ(s.shape(), (std::vector<int64_t>{2, 1}));
+  EXPECT_EQ(s.read<double>(), (std::vector<double>{-0.25, 0.25}));
+  auto e = spora::op("exp", {&x});
+  auto l = spora::op("log", {&e});
+  auto back = l.read<double>();
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(back[i], x.read<double>()[i], 1e-12);
+}
+
+TEST_P(HppTest, ErrorsBecomeExceptionsWithTheOpName) {
+  auto d = dev();
+  auto a = spora::Tensor::from<float>(d, {2, 3}, std::vector<float>(6, 1.f));
+  auto b = spora::Tensor::from<float>(d, {4, 5}, std::vector<float>(20, 1.f));
+  try {
+    spora::op("matmul", {&a, &b});
+    FAIL() << "expected spora::Error";
+  } catch (const spora::Error& e) {
+    EXPECT_EQ(e.status(), SPORA_ERROR_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("[matmul] shapes (2,3) and (4,5) do not contract"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(a.read<double>(), spora::Error);  // wrong element type
+  EXPECT_THROW(spora::op("nope", {&a}), spora::Error);
+}
+
+TEST_P(HppTest, TensorsMoveBetweenDevicesAndOwnTheirHandles) {
+  auto d = dev();
+  auto cpu = ctx().device("cpu");
+  auto a = spora::Tensor::from<float>(d, {3}, {1, 2, 3});
+  spora::Tensor moved = std::move(a);
+  EXPECT_FALSE(static_cast<bool>(a));
+  auto on_cpu = moved.to(cpu);
+  EXPECT_EQ(on_cpu.device().get(), cpu.get());
+  EXPECT_EQ(on_cpu.read<float>(), (std::vector<float>{1, 2, 3}));
+  auto z = spora::Tensor::zeros(d, SPORA_DTYPE_F32, {2, 0, 3});
+  EXPECT_EQ(z.numel(), 0);
+  EXPECT_TRUE(z.read<float>().empty());
+}
+
+TEST_P(HppTest, ReshapeIsAViewThatKeepsDataAlive) {
+  auto d = dev();
+  spora::Tensor r;
+  {
+    auto a = spora::Tensor::from<float>(d, {2, 3}, {1, 2, 3, 4, 5, 6});
+    spora::Attrs at;
+    at.set("shape", std::vector<int64_t>{3, 2});
+    r = spora::op("reshape", {&a}, &at);
+  }  // `a` is gone; the view still owns the buffer
+  EXPECT_EQ(r.shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(r.read<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  auto t = spora::op("transpose", {&r});
+  EXPECT_EQ(t.read<float>(), (std::vector<float>{1, 3, 5, 2, 4, 6}));
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, HppTest, ::testing::Values("cpu", "sim"));
+
+TEST(Hpp, UnknownDeviceNamesTheBackendAndTheFix) {
+  spora::Context ctx;
+  try {
+    ctx.device("tpu");
+    FAIL();
+  } catch (const spora::Error& e) {
+    EXPECT_EQ(e.status(), SPORA_ERROR_NOT_FOUND);
+    EXPECT_NE(std::string(e.what()).find("SPORA_PLUGIN_PATH"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
