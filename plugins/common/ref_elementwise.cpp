@@ -45,7 +45,7 @@ void broadcast_loop(const Shape& sa, const Shape& sb, const Shape& so, const T* 
     return;
   }
   // Strides in elements, 0 along broadcast dimensions.
-  int64_t st_a[SPORA_MAX_RANK], st_b[SPORA_MAX_RANK];
+  int64_t st_a[SPORA_MAX_RANK] = {}, st_b[SPORA_MAX_RANK] = {};
   int64_t ra = 1, rb = 1;
   for (int i = r - 1; i >= 0; --i) {
     st_a[i] = sa.dims[i] == 1 ? 0 : ra;

@@ -15,14 +15,14 @@ void transpose_t(const KernelPlan& p, const T* x, T* y) {
     y[0] = x[0];
     return;
   }
-  int64_t st_in[SPORA_MAX_RANK];
+  int64_t st_in[SPORA_MAX_RANK] = {};
   int64_t s = 1;
   for (int i = si.rank - 1; i >= 0; --i) {
     st_in[i] = s;
     s *= si.dims[i];
   }
   // Stride in the input for a step along each output dimension.
-  int64_t st[SPORA_MAX_RANK];
+  int64_t st[SPORA_MAX_RANK] = {};
   for (int i = 0; i < r; ++i) st[i] = st_in[p.perm[i]];
   int64_t idx[SPORA_MAX_RANK] = {};
   int64_t off = 0;

@@ -109,7 +109,7 @@ void shutdown() {
         destroy_state();
         return static_cast<spora_plugin_error_t*>(nullptr);
       })) {
-    log(SPORA_LOG_ERROR, std::string("[sim] shutdown failed: ") + err->message);
+    host_log(SPORA_LOG_ERROR, std::string("[sim] shutdown failed: ") + err->message);
     err->destroy(err);
   }
 }

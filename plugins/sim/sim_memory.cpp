@@ -35,7 +35,12 @@ spora_plugin_error_t* Arena::create(int32_t device, uint64_t bytes, Arena** out)
                                                       std::to_string(bytes) + "-byte arena: mmap failed: " +
                                                       std::strerror(err) + " (lower sim.memory_bytes)");
   }
-  *out = new Arena(device, static_cast<char*>(p), bytes);
+  try {
+    *out = new Arena(device, static_cast<char*>(p), bytes);
+  } catch (...) {
+    ::munmap(p, bytes);
+    throw;  // the table function's guard reports it
+  }
   return nullptr;
 }
 

@@ -56,7 +56,7 @@ spora_plugin_error_t* config_uint(const char* key, uint64_t fallback, uint64_t m
 
 }  // namespace
 
-void log(int32_t level, const std::string& message) {
+void host_log(int32_t level, const std::string& message) {
   const spora_host_services_t* svc = services();
   if (SPORA_STRUCT_HAS(svc, spora_host_services_t, log) && svc->log) {
     svc->log(svc->ctx, level, "sim", message.c_str());
@@ -81,7 +81,7 @@ spora_plugin_error_t* create_state() {
     state->arenas.emplace_back(arena);
   }
   g_state.store(state.release(), std::memory_order_release);
-  log(SPORA_LOG_INFO, "[sim] initialized " + std::to_string(devices) + " simulated device(s) with " +
+  host_log(SPORA_LOG_INFO, "[sim] initialized " + std::to_string(devices) + " simulated device(s) with " +
                           std::to_string(bytes) + " bytes of memory each");
   return nullptr;
 }
@@ -92,7 +92,7 @@ void destroy_state() {
   // Join every worker before the arenas go away: queued work may still use them.
   for (const auto& stream : state->streams.all()) {
     if (spora_plugin_error_t* err = stream->close()) {
-      log(SPORA_LOG_WARN, std::string("[sim] shutdown dropped an unreported stream error: ") + err->message);
+      host_log(SPORA_LOG_WARN, std::string("[sim] shutdown dropped an unreported stream error: ") + err->message);
       err->destroy(err);
     }
   }

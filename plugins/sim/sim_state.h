@@ -75,7 +75,7 @@ struct State {
 extern std::atomic<const spora_host_t*> g_host;
 
 // Sends a message to the host's log sink, if it has one.
-void log(int32_t level, const std::string& message);
+void host_log(int32_t level, const std::string& message);
 
 // Reads the config and builds the state (initialize), or tears it down
 // (shutdown: joins every stream, unmaps the arenas).

@@ -48,7 +48,7 @@ spora_plugin_error_t* stream_destroy(spora_stream_t* stream) {
     if (!state->streams.remove(stream)) return invalid("stream_destroy: stream was destroyed concurrently");
     // close() drains the queue and joins the worker.
     if (spora_plugin_error_t* err = s->close()) {
-      log(SPORA_LOG_WARN, std::string("[sim] stream_destroy dropped an error nobody synchronized for: ") +
+      host_log(SPORA_LOG_WARN, std::string("[sim] stream_destroy dropped an error nobody synchronized for: ") +
                               err->message);
       err->destroy(err);
     }

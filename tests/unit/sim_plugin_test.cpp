@@ -211,6 +211,12 @@ TEST_F(SimPlugin, ProbeEntryAndProperties) {
   const std::string message = expect_error(g_entry(&future, &info), SPORA_PLUGIN_UNIMPLEMENTED);
   EXPECT_EQ(message, "[sim] host ABI major 2, plugin built for 1");
 
+  {
+    std::lock_guard<std::mutex> lock(g_log_mu);
+    ASSERT_FALSE(g_log.empty());
+    EXPECT_NE(g_log.front().find("sim: [sim] initialized 1 simulated device"), std::string::npos) << g_log.front();
+  }
+
   int32_t count = 0;
   SIM_OK(api->device_count(&count));
   EXPECT_EQ(count, 1);
