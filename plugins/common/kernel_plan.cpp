@@ -1,72 +1,17 @@
 #include "kernel_plan.h"
 
 #include <cstring>
-#include <string>
+#include <mutex>
 
 #include "error.h"
 
 namespace spora::plugin {
-namespace {
 
-struct OpName {
-  const char* name;
-  OpKind kind;
-  int32_t inputs;
-};
-
-constexpr OpName kOps[] = {
-    {"neg", OpKind::kNeg, 1},         {"exp", OpKind::kExp, 1},
-    {"log", OpKind::kLog, 1},         {"tanh", OpKind::kTanh, 1},
-    {"relu", OpKind::kRelu, 1},       {"sigmoid", OpKind::kSigmoid, 1},
-    {"add", OpKind::kAdd, 2},         {"sub", OpKind::kSub, 2},
-    {"mul", OpKind::kMul, 2},         {"div", OpKind::kDiv, 2},
-    {"matmul", OpKind::kMatmul, 2},   {"sum", OpKind::kSum, 1},
-    {"mean", OpKind::kMean, 1},       {"transpose", OpKind::kTranspose, 1},
-    {"softmax", OpKind::kSoftmax, 1}, {"copy", OpKind::kCopy, 1},
-};
-
-const char* const kNames[] = {"neg", "exp",    "log", "tanh", "relu",      "sigmoid", "add",  "sub", "mul",
-                              "div", "matmul", "sum", "mean", "transpose", "softmax", "copy", nullptr};
-
-spora_plugin_error_t* invalid(const char* op, const std::string& why) {
-  return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string("[") + op + "] " + why);
+std::string Shape::str() const {
+  std::string s = "(";
+  for (int i = 0; i < rank; ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + (rank == 1 ? ",)" : ")");
 }
-
-spora_plugin_error_t* to_shape(const char* op, const spora_tensor_desc_t& d, Shape* s) {
-  if (d.rank < 0 || d.rank > SPORA_MAX_RANK) return invalid(op, "rank " + std::to_string(d.rank) + " out of range");
-  if (d.rank > 0 && !d.dims) return invalid(op, "tensor descriptor without dims");
-  if (d.strides) {
-    return make_error(SPORA_PLUGIN_UNIMPLEMENTED, std::string("[") + op + "] strided tensors are not supported");
-  }
-  s->rank = d.rank;
-  for (int i = 0; i < d.rank; ++i) {
-    if (d.dims[i] < 0) return invalid(op, "negative dimension");
-    s->dims[i] = d.dims[i];
-  }
-  return nullptr;
-}
-
-const spora_attr_t* find_attr(const spora_kernel_desc_t* d, const char* name) {
-  for (size_t i = 0; i < d->num_attrs; ++i)
-    if (d->attrs[i].name && std::strcmp(d->attrs[i].name, name) == 0) return &d->attrs[i];
-  return nullptr;
-}
-
-bool bool_attr(const spora_kernel_desc_t* d, const char* name) {
-  const spora_attr_t* a = find_attr(d, name);
-  return a && (a->type == SPORA_ATTR_BOOL || a->type == SPORA_ATTR_INT) && a->i != 0;
-}
-
-bool broadcastable(const Shape& in, const Shape& out) {
-  if (in.rank != out.rank) return false;
-  for (int i = 0; i < in.rank; ++i)
-    if (in.dims[i] != out.dims[i] && in.dims[i] != 1) return false;
-  return true;
-}
-
-}  // namespace
-
-const char* const* reference_op_names() { return kNames; }
 
 size_t dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -78,113 +23,211 @@ size_t dtype_size(int32_t dtype) {
   }
 }
 
-spora_plugin_error_t* plan_kernel(const spora_kernel_desc_t* desc, KernelPlan* out) {
-  if (!desc || !desc->op || !out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[kernel] null descriptor");
-  const char* op = desc->op;
-  const OpName* entry = nullptr;
-  for (const auto& o : kOps)
-    if (std::strcmp(o.name, op) == 0) entry = &o;
-  if (!entry) return make_error(SPORA_PLUGIN_UNIMPLEMENTED, std::string("[") + op + "] no kernel for this op");
-  if (desc->num_inputs != static_cast<size_t>(entry->inputs) || desc->num_outputs != 1)
-    return invalid(op, "expected " + std::to_string(entry->inputs) + " inputs and 1 output");
-  KernelPlan p;
-  p.kind = entry->kind;
-  p.num_inputs = entry->inputs;
-  p.dtype = desc->outputs[0].dtype;
-  if (p.dtype != SPORA_DTYPE_F32 && p.dtype != SPORA_DTYPE_F64)
-    return make_error(SPORA_PLUGIN_UNIMPLEMENTED,
-                      std::string("[") + op + "] dtype " + std::to_string(p.dtype) + " has no kernel (f32, f64)");
-  for (int i = 0; i < p.num_inputs; ++i) {
-    if (desc->inputs[i].dtype != p.dtype) return invalid(op, "inputs and output differ in dtype");
-    if (auto* e = to_shape(op, desc->inputs[i], &p.in[i])) return e;
+const char* dtype_name(int32_t dtype) {
+  switch (dtype) {
+    case SPORA_DTYPE_F32: return "f32";
+    case SPORA_DTYPE_F64: return "f64";
+    case SPORA_DTYPE_F16: return "f16";
+    case SPORA_DTYPE_BF16: return "bf16";
+    case SPORA_DTYPE_I32: return "i32";
+    case SPORA_DTYPE_I64: return "i64";
+    case SPORA_DTYPE_U8: return "u8";
+    case SPORA_DTYPE_BOOL: return "bool";
+    default: return "invalid";
   }
-  if (auto* e = to_shape(op, desc->outputs[0], &p.out)) return e;
+}
 
-  switch (p.kind) {
-    case OpKind::kNeg: case OpKind::kExp: case OpKind::kLog: case OpKind::kTanh:
-    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kCopy:
-      if (p.in[0].numel() != p.out.numel()) return invalid(op, "input and output sizes differ");
-      break;
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
-      if (!broadcastable(p.in[0], p.out) || !broadcastable(p.in[1], p.out))
-        return invalid(op, "inputs do not broadcast to the output (pad inputs to the output rank)");
-      break;
-    case OpKind::kMatmul: {
-      p.transpose_a = bool_attr(desc, "transpose_a");
-      p.transpose_b = bool_attr(desc, "transpose_b");
-      const Shape &a = p.in[0], &b = p.in[1], &y = p.out;
-      int r = y.rank;
-      if (r < 2 || a.rank != r || b.rank != r) return invalid(op, "operands must have the output's rank (>= 2)");
-      int64_t m = p.transpose_a ? a.dims[r - 1] : a.dims[r - 2];
-      int64_t ka = p.transpose_a ? a.dims[r - 2] : a.dims[r - 1];
-      int64_t kb = p.transpose_b ? b.dims[r - 1] : b.dims[r - 2];
-      int64_t n = p.transpose_b ? b.dims[r - 2] : b.dims[r - 1];
-      if (ka != kb || y.dims[r - 2] != m || y.dims[r - 1] != n) return invalid(op, "shapes do not contract");
-      for (int i = 0; i < r - 2; ++i) {
-        if ((a.dims[i] != y.dims[i] && a.dims[i] != 1) || (b.dims[i] != y.dims[i] && b.dims[i] != 1))
-          return invalid(op, "batch dimensions do not broadcast");
-      }
-      break;
+// ---- attributes ----
+
+const Attr* AttrList::find(const char* name) const {
+  for (const auto& a : items)
+    if (a.name == name) return &a;
+  return nullptr;
+}
+int64_t AttrList::get_int(const char* name, int64_t fallback) const {
+  const Attr* a = find(name);
+  return a && (a->type == SPORA_ATTR_INT || a->type == SPORA_ATTR_BOOL) ? a->i : fallback;
+}
+double AttrList::get_float(const char* name, double fallback) const {
+  const Attr* a = find(name);
+  if (!a) return fallback;
+  if (a->type == SPORA_ATTR_FLOAT) return a->f;
+  if (a->type == SPORA_ATTR_INT) return static_cast<double>(a->i);
+  return fallback;
+}
+bool AttrList::get_bool(const char* name, bool fallback) const { return get_int(name, fallback ? 1 : 0) != 0; }
+std::vector<int64_t> AttrList::get_ints(const char* name) const {
+  const Attr* a = find(name);
+  return a && a->type == SPORA_ATTR_INTS ? a->ints : std::vector<int64_t>{};
+}
+std::string AttrList::get_string(const char* name, const char* fallback) const {
+  const Attr* a = find(name);
+  return a && a->type == SPORA_ATTR_STRING ? a->s : std::string(fallback);
+}
+
+// ---- tables ----
+
+void KernelTable::add(const KernelImpl& impl) {
+  impls_.push_back(impl);
+  names_.clear();
+  name_ptrs_.clear();
+}
+
+std::vector<const KernelImpl*> KernelTable::find(const std::string& op) const {
+  std::vector<const KernelImpl*> out;
+  for (const auto& i : impls_)
+    if (op == i.op) out.push_back(&i);
+  return out;
+}
+
+const char* const* KernelTable::op_names() const {
+  if (name_ptrs_.empty()) {
+    for (const auto& i : impls_) {
+      bool seen = false;
+      for (const auto& n : names_) seen = seen || n == i.op;
+      if (!seen) names_.push_back(i.op);
     }
-    case OpKind::kSum: case OpKind::kMean: {
-      const spora_attr_t* axes = find_attr(desc, "axes");
-      if (p.in[0].rank != p.out.rank) return invalid(op, "output must keep reduced dims as 1");
-      if (axes && axes->type == SPORA_ATTR_INTS && axes->count > 0) {
-        for (size_t i = 0; i < axes->count; ++i) {
-          int64_t ax = axes->ints[i];
-          if (ax < 0 || ax >= p.in[0].rank) return invalid(op, "axis out of range");
-          p.reduce_axis[ax] = true;
-        }
-      } else {
-        for (int i = 0; i < p.in[0].rank; ++i) p.reduce_axis[i] = true;
-      }
-      for (int i = 0; i < p.in[0].rank; ++i) {
-        int64_t want = p.reduce_axis[i] ? 1 : p.in[0].dims[i];
-        if (p.out.dims[i] != want) return invalid(op, "output shape does not match the reduction");
-      }
-      break;
-    }
-    case OpKind::kTranspose: {
-      const spora_attr_t* perm = find_attr(desc, "perm");
-      int r = p.in[0].rank;
-      if (!perm || perm->type != SPORA_ATTR_INTS || perm->count != static_cast<size_t>(r) || p.out.rank != r)
-        return invalid(op, "perm must list every axis");
-      bool seen[SPORA_MAX_RANK] = {};
-      for (int i = 0; i < r; ++i) {
-        int64_t ax = perm->ints[i];
-        if (ax < 0 || ax >= r || seen[ax]) return invalid(op, "perm is not a permutation");
-        seen[ax] = true;
-        p.perm[i] = ax;
-        if (p.out.dims[i] != p.in[0].dims[ax]) return invalid(op, "output shape does not match perm");
-      }
-      break;
-    }
-    case OpKind::kSoftmax: {
-      const spora_attr_t* axis = find_attr(desc, "axis");
-      int64_t ax = axis ? axis->i : p.in[0].rank - 1;
-      if (p.in[0].rank == 0) ax = 0;
-      else if (ax < 0 || ax >= p.in[0].rank) return invalid(op, "axis out of range");
-      p.axis = static_cast<int32_t>(ax);
-      if (p.in[0].numel() != p.out.numel()) return invalid(op, "input and output sizes differ");
-      break;
-    }
+    for (const auto& n : names_) name_ptrs_.push_back(n.c_str());
+    name_ptrs_.push_back(nullptr);
   }
-  *out = p;
+  return name_ptrs_.data();
+}
+
+namespace {
+std::vector<void (*)(KernelTable&)>& pending() {
+  static std::vector<void (*)(KernelTable&)> v;
+  return v;
+}
+}  // namespace
+
+int add_reference_kernels(void (*fn)(KernelTable&)) {
+  pending().push_back(fn);
+  return 0;
+}
+
+KernelTable& reference_kernels() {
+  static KernelTable* t = [] {
+    auto* table = new KernelTable;  // lives as long as the plugin (never unloaded)
+    for (auto fn : pending()) fn(*table);
+    return table;
+  }();
+  return *t;
+}
+
+const char* const* reference_op_names() {
+  static std::once_flag once;
+  static const char* const* names;
+  std::call_once(once, [] { names = reference_kernels().op_names(); });
+  return names;
+}
+
+// ---- planning ----
+
+spora_plugin_error_t* invalid(const KernelPlan& p, const std::string& why) {
+  return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[" + p.op + "] " + why);
+}
+
+spora_plugin_error_t* unsupported(const KernelPlan& p, const std::string& why) {
+  return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[" + p.op + "] " + why);
+}
+
+spora_plugin_error_t* expect_operands(const KernelPlan& p, int inputs, int outputs) {
+  if ((inputs >= 0 && p.num_inputs != inputs) || (outputs >= 0 && p.num_outputs != outputs))
+    return invalid(p, "expected " + std::to_string(inputs) + " input(s) and " + std::to_string(outputs) +
+                          " output(s), got " + std::to_string(p.num_inputs) + " and " + std::to_string(p.num_outputs));
   return nullptr;
 }
 
-void run_reference(const KernelPlan& p, const void* const* in, void* const* out) {
-  switch (p.kind) {
-    case OpKind::kNeg: case OpKind::kExp: case OpKind::kLog: case OpKind::kTanh:
-    case OpKind::kRelu: case OpKind::kSigmoid: case OpKind::kCopy:
-      return ref_unary(p, in[0], out[0]);
-    case OpKind::kAdd: case OpKind::kSub: case OpKind::kMul: case OpKind::kDiv:
-      return ref_binary(p, in[0], in[1], out[0]);
-    case OpKind::kMatmul: return ref_matmul(p, in[0], in[1], out[0]);
-    case OpKind::kSum: case OpKind::kMean: return ref_reduce(p, in[0], out[0]);
-    case OpKind::kTranspose: return ref_transpose(p, in[0], out[0]);
-    case OpKind::kSoftmax: return ref_softmax(p, in[0], out[0]);
+bool broadcastable(const Shape& in, const Shape& out) {
+  if (in.rank != out.rank) return false;
+  for (int i = 0; i < in.rank; ++i)
+    if (in.dims[i] != out.dims[i] && in.dims[i] != 1) return false;
+  return true;
+}
+
+namespace {
+
+spora_plugin_error_t* to_info(const std::string& op, const spora_tensor_desc_t& d, TensorInfo* t) {
+  auto bad = [&](const std::string& why) { return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[" + op + "] " + why); };
+  if (d.rank < 0 || d.rank > SPORA_MAX_RANK) return bad("rank " + std::to_string(d.rank) + " out of range");
+  if (d.rank > 0 && !d.dims) return bad("tensor descriptor without dims");
+  if (d.strides) return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[" + op + "] strided tensors are not supported");
+  if (dtype_size(d.dtype) == 0) return bad("unknown dtype " + std::to_string(d.dtype));
+  t->dtype = d.dtype;
+  t->shape.rank = d.rank;
+  for (int i = 0; i < d.rank; ++i) {
+    if (d.dims[i] < 0) return bad("negative dimension");
+    t->shape.dims[i] = d.dims[i];
   }
+  return nullptr;
+}
+
+}  // namespace
+
+spora_plugin_error_t* describe(const spora_kernel_desc_t* desc, KernelPlan* out) {
+  if (!desc || !desc->op || !out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[kernel] null descriptor");
+  KernelPlan p;
+  p.op = desc->op;
+  if (desc->num_inputs > static_cast<size_t>(kMaxOperands) || desc->num_outputs > static_cast<size_t>(kMaxOperands))
+    return invalid(p, "too many operands");
+  if ((desc->num_inputs && !desc->inputs) || (desc->num_outputs && !desc->outputs) || (desc->num_attrs && !desc->attrs))
+    return invalid(p, "descriptor with null arrays");
+  p.num_inputs = static_cast<int32_t>(desc->num_inputs);
+  p.num_outputs = static_cast<int32_t>(desc->num_outputs);
+  for (int i = 0; i < p.num_inputs; ++i)
+    if (auto* e = to_info(p.op, desc->inputs[i], &p.in[i])) return e;
+  for (int i = 0; i < p.num_outputs; ++i)
+    if (auto* e = to_info(p.op, desc->outputs[i], &p.out[i])) return e;
+  for (size_t i = 0; i < desc->num_attrs; ++i) {
+    const spora_attr_t& a = desc->attrs[i];
+    if (!a.name) return invalid(p, "attribute without a name");
+    Attr c;
+    c.name = a.name;
+    c.type = a.type;
+    c.i = a.i;
+    c.f = a.f;
+    if (a.type == SPORA_ATTR_INTS && a.count) {
+      if (!a.ints) return invalid(p, "attribute '" + c.name + "' has no values");
+      c.ints.assign(a.ints, a.ints + a.count);
+    }
+    if (a.type == SPORA_ATTR_FLOATS && a.count) {
+      if (!a.floats) return invalid(p, "attribute '" + c.name + "' has no values");
+      c.floats.assign(a.floats, a.floats + a.count);
+    }
+    if (a.type == SPORA_ATTR_STRING && a.s) c.s = a.s;
+    p.attrs.items.push_back(std::move(c));
+  }
+  *out = std::move(p);
+  return nullptr;
+}
+
+spora_plugin_error_t* plan_kernel(const spora_kernel_desc_t* desc, KernelPlan* out, const KernelTable* preferred,
+                                  std::string* log) {
+  KernelPlan base;
+  if (auto* e = describe(desc, &base)) return e;
+  std::vector<const KernelImpl*> impls;
+  if (preferred) impls = preferred->find(base.op);
+  for (const KernelImpl* i : reference_kernels().find(base.op)) impls.push_back(i);
+  if (impls.empty()) return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[" + base.op + "] no kernel for this op");
+  spora_plugin_error_t* last = nullptr;
+  for (const KernelImpl* impl : impls) {
+    KernelPlan p = base;
+    p.impl = impl->name;
+    spora_plugin_error_t* e = impl->plan(p);
+    if (!e) {
+      if (last) last->destroy(last);
+      *out = std::move(p);
+      return nullptr;
+    }
+    if (e->code != SPORA_PLUGIN_UNIMPLEMENTED) {
+      if (last) last->destroy(last);
+      return e;
+    }
+    if (log) *log += std::string(impl->name) + " rejected: " + e->message + "\n";
+    if (last) last->destroy(last);
+    last = e;
+  }
+  return last;
 }
 
 }  // namespace spora::plugin

@@ -1,10 +1,10 @@
-// Kernel plan/launch for the cpu plugin: a oneDNN primitive where one fits,
-// else the shared reference kernels. Plans are made once per (op, shapes,
-// attrs) by the host and cached there.
+// Kernel plan/launch for the cpu plugin: its own implementations first
+// (oneDNN primitives), then the shared reference kernels. Plans are made once
+// per (op, shapes, attrs) by the host and cached there; launch runs inline.
 #include "cpu_kernels.h"
 
-#include <xmmintrin.h>
 #include <pmmintrin.h>
+#include <xmmintrin.h>
 
 #include <new>
 
@@ -13,27 +13,82 @@
 
 struct spora_kernel {
   spora::plugin::KernelPlan plan;
-  std::unique_ptr<spora::cpu::FastKernel> fast;
 };
 
 namespace spora::cpu {
+
+namespace {
+std::vector<void (*)(plugin::KernelTable&)>& pending() {
+  static std::vector<void (*)(plugin::KernelTable&)> v;
+  return v;
+}
+}  // namespace
+
+int add_cpu_kernels(void (*fn)(plugin::KernelTable&)) {
+  pending().push_back(fn);
+  return 0;
+}
+
+plugin::KernelTable& cpu_kernels() {
+  static plugin::KernelTable* t = [] {
+    auto* table = new plugin::KernelTable;
+    for (auto fn : pending()) fn(*table);
+    return table;
+  }();
+  return *t;
+}
+
+dnnl::engine& onednn_engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+bool onednn_dtype(int32_t dtype, dnnl::memory::data_type* out) {
+  switch (dtype) {
+    case SPORA_DTYPE_F32: *out = dnnl::memory::data_type::f32; return true;
+    case SPORA_DTYPE_F16: *out = dnnl::memory::data_type::f16; return true;
+    case SPORA_DTYPE_BF16: *out = dnnl::memory::data_type::bf16; return true;
+    case SPORA_DTYPE_I32: *out = dnnl::memory::data_type::s32; return true;
+    case SPORA_DTYPE_U8: *out = dnnl::memory::data_type::u8; return true;
+    default: return false;
+  }
+}
+
 namespace {
 
 using plugin::guard;
 using plugin::make_error;
 
 // Denormals make long-running training loops crawl (momentum buffers decay
-// into them), so flush them on every thread that runs kernels.
-inline void enable_ftz() {
-  static thread_local bool done = false;
-  if (!done) {
-    _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-    _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-    done = true;
-  }
-}
+// into them), so kernels run with flush-to-zero and denormals-are-zero. The
+// cpu device runs kernels on the caller's thread, so the caller's mode is
+// restored afterwards: the plugin must not change the host program's
+// floating-point environment.
+class FlushDenormals {
+ public:
+  FlushDenormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | kFtz | kDaz); }
+  ~FlushDenormals() { _mm_setcsr(saved_); }
 
-const char* const* kernel_ops() { return plugin::reference_op_names(); }
+ private:
+  static constexpr unsigned kFtz = 0x8000, kDaz = 0x0040;
+  unsigned saved_;
+};
+
+// Union of the cpu's own ops and the reference ones.
+const char* const* kernel_ops() {
+  static std::vector<const char*> names = [] {
+    std::vector<const char*> v;
+    for (const char* const* n = plugin::reference_op_names(); *n; ++n) v.push_back(*n);
+    for (const char* const* n = cpu_kernels().op_names(); *n; ++n) {
+      bool seen = false;
+      for (const char* m : v) seen = seen || std::string(m) == *n;
+      if (!seen) v.push_back(*n);
+    }
+    v.push_back(nullptr);
+    return v;
+  }();
+  return names.data();
+}
 
 spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* desc, spora_kernel_t** out,
                                     size_t* workspace) {
@@ -41,13 +96,10 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] kernel_create: null output");
     if (device != 0) return make_error(SPORA_PLUGIN_NOT_FOUND, "[cpu] kernel_create: no device " + std::to_string(device));
     auto k = std::make_unique<spora_kernel>();
-    if (auto* e = plugin::plan_kernel(desc, &k->plan)) return e;
-    if (k->plan.kind == plugin::OpKind::kMatmul) {
-      std::string why;
-      k->fast = make_onednn_matmul(k->plan, &why);
-      if (!k->fast) log(SPORA_LOG_DEBUG, "matmul: reference kernel (" + why + ")");
-    }
-    if (workspace) *workspace = 0;
+    std::string rejected;
+    if (auto* e = plugin::plan_kernel(desc, &k->plan, &cpu_kernels(), &rejected)) return e;
+    if (!rejected.empty()) log(SPORA_LOG_DEBUG, rejected + k->plan.op + ": using " + k->plan.impl);
+    if (workspace) *workspace = k->plan.workspace;
     *out = k.release();
     return nullptr;
   });
@@ -59,13 +111,12 @@ spora_plugin_error_t* kernel_destroy(spora_kernel_t* k) {
 }
 
 spora_plugin_error_t* kernel_launch(spora_kernel_t* k, const spora_devptr_t* inputs, const spora_devptr_t* outputs,
-                                    spora_devptr_t, spora_stream_t* stream) {
-  if (!k || !outputs || (k->plan.num_inputs > 0 && !inputs) || !stream)
+                                    spora_devptr_t workspace, spora_stream_t* stream) {
+  if (!k || (k->plan.num_outputs > 0 && !outputs) || (k->plan.num_inputs > 0 && !inputs) || !stream)
     return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] kernel_launch: null argument");
   return guard("cpu", [&]() -> spora_plugin_error_t* {
-    enable_ftz();
-    if (k->fast) k->fast->run(inputs, outputs);
-    else plugin::run_reference(k->plan, inputs, outputs);
+    FlushDenormals ftz;
+    plugin::run_plan(k->plan, inputs, outputs, workspace);
     return nullptr;
   });
 }

@@ -1,21 +1,20 @@
-// Kernel states of the cpu plugin.
+// The cpu plugin's own kernel implementations (oneDNN primitives, tuned
+// loops). They are tried before the shared reference kernels; each family
+// file registers itself with SPORA_CPU_KERNELS.
 #pragma once
-#include <memory>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include "kernel_plan.h"
 
 namespace spora::cpu {
 
-// A oneDNN-backed implementation chosen at plan time; null when the
-// reference kernel is used instead.
-class FastKernel {
- public:
-  virtual ~FastKernel() = default;
-  virtual void run(const void* const* inputs, void* const* outputs) = 0;
-};
+plugin::KernelTable& cpu_kernels();
+int add_cpu_kernels(void (*fn)(plugin::KernelTable&));
+#define SPORA_CPU_KERNELS(fn) static const int spora_cpu_kernels_##fn = ::spora::cpu::add_cpu_kernels(fn)
 
-// Returns a oneDNN matmul for the plan, or null (with the reason written to
-// `why`) when oneDNN cannot take it and the reference kernel must.
-std::unique_ptr<FastKernel> make_onednn_matmul(const plugin::KernelPlan& plan, std::string* why);
+// The process's oneDNN cpu engine.
+dnnl::engine& onednn_engine();
+// oneDNN data type for a Spora dtype; false when oneDNN has none.
+bool onednn_dtype(int32_t dtype, dnnl::memory::data_type* out);
 
 }  // namespace spora::cpu

@@ -1,6 +1,7 @@
 // Kernels: planned by the shared plan_kernel, run by the shared reference
 // implementations on the stream's worker thread, on arena memory.
 #include <string>
+#include <vector>
 
 #include "error.h"
 #include "kernel_plan.h"
@@ -13,17 +14,17 @@ namespace {
 using spora::plugin::guard;
 using spora::plugin::KernelPlan;
 using spora::plugin::make_error;
-using spora::plugin::Shape;
+using spora::plugin::TensorInfo;
 
 spora_plugin_error_t* invalid(const std::string& message) {
   return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] " + message);
 }
 
-// Bytes a dense tensor of `shape` occupies, or an error if that overflows.
-spora_plugin_error_t* shape_bytes(const Kernel& k, const Shape& shape, const std::string& what, size_t* out) {
-  size_t bytes = spora::plugin::dtype_size(k.plan.dtype);
-  for (int32_t i = 0; i < shape.rank; ++i) {
-    const int64_t dim = shape.dims[i];
+// Bytes a dense tensor occupies, or an error if that overflows.
+spora_plugin_error_t* tensor_bytes(const Kernel& k, const TensorInfo& t, const std::string& what, size_t* out) {
+  size_t bytes = spora::plugin::dtype_size(t.dtype);
+  for (int32_t i = 0; i < t.shape.rank; ++i) {
+    const int64_t dim = t.shape.dims[i];
     if (dim < 0 || __builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes)) {
       return invalid("kernel_launch(" + k.op + "): " + what + " size overflows");
     }
@@ -33,10 +34,10 @@ spora_plugin_error_t* shape_bytes(const Kernel& k, const Shape& shape, const std
 }
 
 // Translates one operand, checking it covers the bytes the plan will touch.
-spora_plugin_error_t* operand(const Kernel& k, const Arena& arena, spora_devptr_t p, const Shape& shape,
+spora_plugin_error_t* operand(const Kernel& k, const Arena& arena, spora_devptr_t p, const TensorInfo& t,
                               const std::string& what, void** out) {
   size_t bytes = 0;
-  if (auto* err = shape_bytes(k, shape, what, &bytes)) return err;
+  if (auto* err = tensor_bytes(k, t, what, &bytes)) return err;
   const std::string label = "kernel_launch(" + k.op + ") " + what;
   return arena.translate(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), bytes, label.c_str(), out);
 }
@@ -72,8 +73,9 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     kernel->op = desc->op ? desc->op : "(null)";
     // plan_kernel's message already says what is unsupported or malformed.
     if (auto* err = spora::plugin::plan_kernel(desc, &kernel->plan)) return err;
+    const size_t workspace = kernel->plan.workspace;
     *out = static_cast<spora_kernel_t*>(state->kernels.add(std::move(kernel)));
-    if (out_workspace) *out_workspace = 0;  // reference kernels need no scratch memory
+    if (out_workspace) *out_workspace = workspace;
     return nullptr;
   });
 }
@@ -91,7 +93,7 @@ spora_plugin_error_t* kernel_destroy(spora_kernel_t* kernel) {
 }
 
 spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t* inputs,
-                                    const spora_devptr_t* outputs, spora_devptr_t /*workspace*/,
+                                    const spora_devptr_t* outputs, spora_devptr_t workspace,
                                     spora_stream_t* stream) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     State* state = nullptr;
@@ -112,20 +114,29 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     // reported by this call rather than later by the stream.
     Arena* arena = nullptr;
     if (auto* err = get_arena("kernel_launch", s->device(), &arena)) return err;
-    const void* in[2] = {nullptr, nullptr};
-    for (int32_t i = 0; i < plan.num_inputs && i < 2; ++i) {
+    std::vector<const void*> in(static_cast<size_t>(plan.num_inputs));
+    std::vector<void*> out(static_cast<size_t>(plan.num_outputs));
+    for (int32_t i = 0; i < plan.num_inputs; ++i) {
       void* p = nullptr;
       if (auto* err = operand(*k, *arena, inputs[i], plan.in[i], "input " + std::to_string(i), &p)) return err;
-      in[i] = p;
+      in[static_cast<size_t>(i)] = p;
     }
-    void* out = nullptr;
-    if (auto* err = operand(*k, *arena, outputs[0], plan.out, "output 0", &out)) return err;
+    for (int32_t i = 0; i < plan.num_outputs; ++i) {
+      if (auto* err = operand(*k, *arena, outputs[i], plan.out[i], "output " + std::to_string(i), &out[static_cast<size_t>(i)]))
+        return err;
+    }
+    void* ws = nullptr;
+    if (plan.workspace > 0) {
+      spora::plugin::TensorInfo w;
+      w.dtype = SPORA_DTYPE_U8;
+      w.shape.rank = 1;
+      w.shape.dims[0] = static_cast<int64_t>(plan.workspace);
+      if (auto* err = operand(*k, *arena, workspace, w, "workspace", &ws)) return err;
+    }
 
     // Exceptions thrown while running become the stream's error (Stream::run).
-    return s->enqueue([k, in0 = in[0], in1 = in[1], out](const spora_plugin_error_t*) -> spora_plugin_error_t* {
-      const void* const ins[2] = {in0, in1};
-      void* const outs[1] = {out};
-      spora::plugin::run_reference(k->plan, ins, outs);
+    return s->enqueue([k, in = std::move(in), out = std::move(out), ws](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+      spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
       return nullptr;
     });
   });

@@ -45,4 +45,6 @@ void register_elementwise_ops(OpRegistry& r) {
   binary(r, "div", "x / y, broadcasting");
 }
 
+SPORA_OP_FAMILY(register_elementwise_ops);
+
 }  // namespace spora

@@ -70,4 +70,6 @@ void register_layout_ops(OpRegistry& r) {
               infer_transpose, "permutes dims (reverses them when perm is empty)"});
 }
 
+SPORA_OP_FAMILY(register_layout_ops);
+
 }  // namespace spora

@@ -68,4 +68,6 @@ void register_matmul_ops(OpRegistry& r) {
               "matrix product over the last two dims; batch dims broadcast"});
 }
 
+SPORA_OP_FAMILY(register_matmul_ops);
+
 }  // namespace spora

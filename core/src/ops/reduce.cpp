@@ -57,4 +57,6 @@ void register_reduce_ops(OpRegistry& r) {
   reduction(r, "mean", "mean over axes (all when empty)");
 }
 
+SPORA_OP_FAMILY(register_reduce_ops);
+
 }  // namespace spora

@@ -11,8 +11,14 @@ std::string OpDef::schema() const {
   for (DType t : dtypes) types.push_back(dtype_name(t));
   const std::string tlist = fmt::format("{}", fmt::join(types, "|"));
   std::vector<std::string> ins;
-  for (const auto& i : inputs) ins.push_back(i + ": " + tlist);
-  std::string s = fmt::format("{}({}) -> ({})", name, fmt::join(ins, ", "), fmt::join(outputs, ", "));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const bool typed = typed_inputs.empty() ||
+                       std::find(typed_inputs.begin(), typed_inputs.end(), static_cast<int>(i)) != typed_inputs.end();
+    const bool repeats = variadic && i + 1 == inputs.size();
+    ins.push_back(inputs[i] + (repeats ? "..." : "") + (typed ? ": " + tlist : ""));
+  }
+  std::string s = fmt::format("{}({}) -> ({}{})", name, fmt::join(ins, ", "), fmt::join(outputs, ", "),
+                              dynamic_outputs ? "..." : "");
   if (!attrs.empty()) {
     std::vector<std::string> as;
     for (const auto& a : attrs)
@@ -23,12 +29,20 @@ std::string OpDef::schema() const {
   return s;
 }
 
+namespace {
+std::vector<void (*)(OpRegistry&)>& families() {
+  static std::vector<void (*)(OpRegistry&)> v;
+  return v;
+}
+}  // namespace
+
+int add_op_family(void (*fn)(OpRegistry&)) {
+  families().push_back(fn);
+  return 0;
+}
+
 OpRegistry::OpRegistry() {
-  register_elementwise_ops(*this);
-  register_matmul_ops(*this);
-  register_reduce_ops(*this);
-  register_layout_ops(*this);
-  register_softmax_ops(*this);
+  for (auto fn : families()) fn(*this);
   std::sort(ops_.begin(), ops_.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
 }
 
@@ -67,19 +81,31 @@ AttrValue coerce(const OpDef& op, const AttrSpec& spec, const AttrValue& v) {
 }  // namespace
 
 void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const Attrs& attrs, OpCall& call) {
-  if (num_inputs != static_cast<int>(op.inputs.size()))
-    fail(Code::kInvalidArgument, "[{}] takes {} input(s), got {}", op.name, op.inputs.size(), num_inputs);
+  const int fixed = static_cast<int>(op.inputs.size());
+  if (op.variadic) {
+    if (num_inputs < fixed || num_inputs > kMaxOpInputs)
+      fail(Code::kInvalidArgument, "[{}] takes {} to {} inputs, got {}", op.name, fixed, kMaxOpInputs, num_inputs);
+  } else if (num_inputs != fixed) {
+    fail(Code::kInvalidArgument, "[{}] takes {} input(s), got {}", op.name, fixed, num_inputs);
+  }
+  int first_typed = -1;
   for (int i = 0; i < num_inputs; ++i) {
+    const int slot = i < fixed ? i : fixed - 1;
+    if (!op.typed_inputs.empty() &&
+        std::find(op.typed_inputs.begin(), op.typed_inputs.end(), slot) == op.typed_inputs.end())
+      continue;
     const DType t = inputs[i].dtype;
+    const std::string& input_name = op.inputs[static_cast<size_t>(slot)];
     if (std::find(op.dtypes.begin(), op.dtypes.end(), t) == op.dtypes.end()) {
       std::vector<std::string> ok;
       for (DType d : op.dtypes) ok.push_back(dtype_name(d));
       fail(Code::kInvalidArgument, "[{}] input '{}' has dtype {}, which the op does not support (supported: {})",
-           op.name, op.inputs[i], dtype_name(t), fmt::join(ok, ", "));
+           op.name, input_name, dtype_name(t), fmt::join(ok, ", "));
     }
-    if (t != inputs[0].dtype)
+    if (first_typed < 0) first_typed = i;
+    if (t != inputs[first_typed].dtype)
       fail(Code::kInvalidArgument, "[{}] inputs have different dtypes ({} and {}); cast one first", op.name,
-           dtype_name(inputs[0].dtype), dtype_name(t));
+           dtype_name(inputs[first_typed].dtype), dtype_name(t));
   }
   // Attributes: reject unknown names, check types, fill defaults.
   call.attrs = Attrs();
@@ -101,9 +127,12 @@ void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const
   }
   call.num_inputs = num_inputs;
   for (int i = 0; i < num_inputs; ++i) call.in[i] = inputs[i];
-  call.num_outputs = static_cast<int>(op.outputs.size());
+  call.num_outputs = op.dynamic_outputs ? 0 : static_cast<int>(op.outputs.size());
   call.view = false;
   op.infer(op, inputs, call);
+  if (call.num_outputs < 0 || call.num_outputs > kMaxOpOutputs)
+    fail(Code::kInvalidArgument, "[{}] would produce {} outputs; at most {} are supported", op.name, call.num_outputs,
+         kMaxOpOutputs);
 }
 
 }  // namespace spora

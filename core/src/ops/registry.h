@@ -14,8 +14,8 @@
 
 namespace spora {
 
-constexpr int kMaxOpInputs = 8;
-constexpr int kMaxOpOutputs = 4;
+constexpr int kMaxOpInputs = 16;
+constexpr int kMaxOpOutputs = 16;
 
 struct TensorMeta {
   DType dtype = SPORA_DTYPE_INVALID;
@@ -46,11 +46,20 @@ using InferFn = void (*)(const OpDef& op, const TensorMeta* inputs, OpCall& call
 struct OpDef {
   std::string name;
   std::vector<std::string> inputs;   // input names, for messages and schemas
-  std::vector<std::string> outputs;
+  std::vector<std::string> outputs;  // output names; see dynamic_outputs
   std::vector<AttrSpec> attrs;
-  std::vector<DType> dtypes;         // accepted input dtypes (all inputs share one)
+  // Accepted dtypes of the typed inputs, which must all share one dtype.
+  // Inputs not listed in `typed_inputs` are checked by `infer`.
+  std::vector<DType> dtypes;
   InferFn infer = nullptr;
   std::string doc;
+  // Indices of the inputs `dtypes` applies to; empty = all of them.
+  std::vector<int> typed_inputs;
+  // The last input may repeat (concat, stack): 1..kMaxOpInputs of it.
+  bool variadic = false;
+  // Inference decides how many outputs there are (split); `outputs` then
+  // names the repeated output.
+  bool dynamic_outputs = false;
 
   std::string schema() const;  // one-line schema text
 };
@@ -73,11 +82,10 @@ class OpRegistry {
 // Errors name the op: "[matmul] shapes (2,3) and (4,5) do not contract".
 void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const Attrs& attrs, OpCall& call);
 
-// Registration functions, one per op family file.
-void register_elementwise_ops(OpRegistry& r);
-void register_matmul_ops(OpRegistry& r);
-void register_reduce_ops(OpRegistry& r);
-void register_layout_ops(OpRegistry& r);
-void register_softmax_ops(OpRegistry& r);
+// Op family files register themselves at load time:
+//   void register_my_ops(OpRegistry& r) { r.add(OpDef{...}); }
+//   SPORA_OP_FAMILY(register_my_ops);
+int add_op_family(void (*fn)(OpRegistry&));
+#define SPORA_OP_FAMILY(fn) static const int spora_op_family_##fn = ::spora::add_op_family(fn)
 
 }  // namespace spora

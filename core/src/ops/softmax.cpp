@@ -24,4 +24,6 @@ void register_softmax_ops(OpRegistry& r) {
               "exp(x) / sum(exp(x)) along axis, computed stably"});
 }
 
+SPORA_OP_FAMILY(register_softmax_ops);
+
 }  // namespace spora
