@@ -5,7 +5,7 @@
 namespace spora {
 namespace {
 
-const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64};
+const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
 
 void infer_unary(const OpDef&, const TensorMeta* in, OpCall& call) {
   call.out[0] = in[0];

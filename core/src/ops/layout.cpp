@@ -63,7 +63,8 @@ void infer_transpose(const OpDef& op, const TensorMeta* in, OpCall& call) {
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
-  const std::vector<DType> all = {SPORA_DTYPE_F32, SPORA_DTYPE_F64};
+  const std::vector<DType> all = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
+                                  SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};
   r.add(OpDef{"reshape", {"x"}, {"y"}, {{"shape", AttrType::kInts, true, {}}}, all, infer_reshape,
               "same data, new shape (one dim may be -1); returns a view"});
   r.add(OpDef{"transpose", {"x"}, {"y"}, {{"perm", AttrType::kInts, false, AttrValue::of_ints({})}}, all,

@@ -63,7 +63,7 @@ void register_matmul_ops(OpRegistry& r) {
               {"y"},
               {{"transpose_a", AttrType::kBool, false, AttrValue::of_bool(false)},
                {"transpose_b", AttrType::kBool, false, AttrValue::of_bool(false)}},
-              {SPORA_DTYPE_F32, SPORA_DTYPE_F64},
+              {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
               infer_matmul,
               "matrix product over the last two dims; batch dims broadcast"});
 }

@@ -45,7 +45,7 @@ void reduction(OpRegistry& r, const char* name, const char* doc) {
               {"y"},
               {{"axes", AttrType::kInts, false, AttrValue::of_ints({})},
                {"keepdims", AttrType::kBool, false, AttrValue::of_bool(false)}},
-              {SPORA_DTYPE_F32, SPORA_DTYPE_F64},
+              {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
               infer_reduce,
               doc});
 }

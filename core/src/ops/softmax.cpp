@@ -19,7 +19,7 @@ void register_softmax_ops(OpRegistry& r) {
               {"x"},
               {"y"},
               {{"axis", AttrType::kInt, false, AttrValue::of_int(-1)}},
-              {SPORA_DTYPE_F32, SPORA_DTYPE_F64},
+              {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
               infer_softmax,
               "exp(x) / sum(exp(x)) along axis, computed stably"});
 }
