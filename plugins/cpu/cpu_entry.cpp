@@ -1,5 +1,8 @@
 // Probe, entry and lifecycle of the cpu device plugin.
+#include <omp.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <string>
 #include <thread>
@@ -25,8 +28,18 @@ bool g_initialized = false;
 
 spora_plugin_error_t* initialize() {
   return guard("cpu", [] {
+    // One knob for the thread count of our loops and oneDNN's.
+    char buf[32];
+    if (g_host && g_host->services && g_host->services->config_get &&
+        g_host->services->config_get(g_host->services->ctx, "num_threads", buf, sizeof buf) > 0) {
+      const long n = std::strtol(buf, nullptr, 10);
+      if (n < 1 || n > 4096)
+        return make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
+                          std::string("[cpu] SPORA_NUM_THREADS=") + buf + " is not a thread count (1..4096)");
+      omp_set_num_threads(static_cast<int>(n));
+    }
     g_initialized = true;
-    log(SPORA_LOG_DEBUG, "initialized");
+    log(SPORA_LOG_DEBUG, "initialized with " + std::to_string(omp_get_max_threads()) + " threads");
     return static_cast<spora_plugin_error_t*>(nullptr);
   });
 }

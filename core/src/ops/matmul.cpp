@@ -55,6 +55,18 @@ void infer_matmul(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = res;
 }
 
+Cost matmul_cost(const OpCall& c) {
+  const Shape& y = c.out[0].shape;
+  const Shape& a = c.in[0].shape;
+  const bool ta = c.attrs.get_bool("transpose_a");
+  const int64_t k = ta ? a[a.rank - 2] : a[a.rank - 1];
+  Cost cost;
+  cost.flops = 2.0 * static_cast<double>(y.numel()) * static_cast<double>(k);
+  const double es = static_cast<double>(dtype_size(c.out[0].dtype));
+  cost.bytes = es * static_cast<double>(c.in[0].shape.numel() + c.in[1].shape.numel() + y.numel());
+  return cost;
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -65,7 +77,11 @@ void register_matmul_ops(OpRegistry& r) {
                {"transpose_b", AttrType::kBool, false, AttrValue::of_bool(false)}},
               {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
               infer_matmul,
-              "matrix product over the last two dims; batch dims broadcast"});
+              "matrix product over the last two dims; batch dims broadcast",
+              {},
+              false,
+              false,
+              matmul_cost});
 }
 
 SPORA_OP_FAMILY(register_matmul_ops);

@@ -41,6 +41,19 @@ int add_op_family(void (*fn)(OpRegistry&)) {
   return 0;
 }
 
+Cost OpDef::estimate(const OpCall& call) const {
+  if (cost) return cost(call);
+  Cost c;
+  for (int i = 0; i < call.num_inputs; ++i)
+    c.bytes += static_cast<double>(call.in[i].shape.numel()) * static_cast<double>(dtype_size(call.in[i].dtype));
+  for (int i = 0; i < call.num_outputs; ++i) {
+    const double n = static_cast<double>(call.out[i].shape.numel());
+    c.flops += n;
+    c.bytes += n * static_cast<double>(dtype_size(call.out[i].dtype));
+  }
+  return c;
+}
+
 OpRegistry::OpRegistry() {
   for (auto fn : families()) fn(*this);
   std::sort(ops_.begin(), ops_.end(), [](const auto& a, const auto& b) { return a->name < b->name; });

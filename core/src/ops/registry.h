@@ -43,6 +43,13 @@ struct OpCall {
 struct OpDef;
 using InferFn = void (*)(const OpDef& op, const TensorMeta* inputs, OpCall& call);
 
+// Estimated work of one call, for scheduling and fusion decisions.
+struct Cost {
+  double flops = 0;  // arithmetic operations
+  double bytes = 0;  // bytes read and written
+};
+using CostFn = Cost (*)(const OpCall& call);
+
 struct OpDef {
   std::string name;
   std::vector<std::string> inputs;   // input names, for messages and schemas
@@ -60,8 +67,12 @@ struct OpDef {
   // Inference decides how many outputs there are (split); `outputs` then
   // names the repeated output.
   bool dynamic_outputs = false;
+  // Work estimate; when null, one flop per output element and the bytes of
+  // every operand (right for elementwise and layout ops).
+  CostFn cost = nullptr;
 
   std::string schema() const;  // one-line schema text
+  Cost estimate(const OpCall& call) const;
 };
 
 class OpRegistry {
