@@ -4,7 +4,11 @@ cpu.
 
 A case (JSON):
   {"op": "add", "dtypes": ["f32", "f64"], "inputs": [{"shape": [2, 3]}, ...],
-   "attrs": {...}, "outputs": 1, "tol": {"f32": [rtol, atol]}, "ref": "add"}
+   "attrs": {...}, "outputs": 1, "tol": {"f32": [rtol, atol]}, "ref": "add",
+   "device": true, "numpy": true}
+"numpy": false skips the numpy comparison (ops defined by their own random
+stream); the device-vs-cpu comparison always runs. "device": true passes the
+device to ops without inputs (creation ops).
 Input fields: "shape"; "init" = normal (default) | positive | uniform:LO:HI |
 int:LO:HI | bool | arange; "dtype" = a fixed dtype for inputs that do not
 follow the case's dtype (indices, masks).

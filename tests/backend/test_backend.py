@@ -28,6 +28,8 @@ def _dtype_name(arr, case):
 
 @pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
 def test_cpu_matches_numpy(ctx, case):
+    if case.get("numpy") is False:
+        pytest.skip("defined by its own stream (random ops): checked statistically in tests/python and device-vs-cpu here")
     ref = REFS.get(case.get("ref", case["op"]))
     assert ref is not None, f"no numpy reference for {case['op']} (tests/backend/refs)"
     cpu = ctx.device_find("cpu")
