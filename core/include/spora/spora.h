@@ -110,9 +110,11 @@ SPORA_API spora_status_t spora_context_add_plugin_path(spora_context_t* ctx, con
 SPORA_API spora_status_t spora_plugin_count(spora_context_t* ctx, size_t* out);
 SPORA_API spora_status_t spora_plugin_get(spora_context_t* ctx, size_t index, spora_plugin_t** out);
 /* Describes a plugin. Every out-parameter may be NULL. Strings are borrowed
- * and live as long as the process. `kind` is "device" or "collective" (or
- * "unknown" for a file that never got that far); `available` is 1 when the
- * plugin loaded and initialised, else 0 and `reason` says why. */
+ * and live as long as the process. `kind` is "device" or "collective" (from
+ * the plugin, or from its file name when it never loaded; "unknown" if
+ * neither says); `available` is 1 when the plugin loaded and initialised,
+ * else 0 and `reason` says why. Asking for `available` or `reason`
+ * initialises the plugin if that has not happened yet. */
 SPORA_API spora_status_t spora_plugin_describe(const spora_plugin_t* plugin, const char** name,
                                                const char** kind, const char** path,
                                                const char** version, int32_t* available,

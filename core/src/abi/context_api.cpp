@@ -52,7 +52,10 @@ spora_status_t spora_plugin_describe(const spora_plugin_t* plugin, const char** 
                                      const char** reason) {
   return guard([&] {
     const spora::PluginEntry* e = from_handle(need(plugin, "spora_plugin_describe", "plugin"));
-    const spora::PluginRecord* r = e->record;
+    spora::PluginRecord* r = e->record;
+    // Settle availability first: a plugin counts as available only once it
+    // initialised (spora.h), and initialisation is otherwise lazy.
+    if ((available || reason) && e->shadowed_by.empty() && r->loaded()) r->ensure_ready();
     if (name) *name = r->name().c_str();
     if (kind) *kind = r->kind().c_str();
     if (path) *path = r->path().c_str();

@@ -67,6 +67,42 @@ Cost matmul_cost(const OpCall& c) {
   return cost;
 }
 
+// linear(x [..., in], w [out, in], b [out]) = x @ w^T + b. Kernels see x
+// flattened to [M, in] and y as [M, out]; the user gets [..., out].
+void infer_linear(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape &x = in[0].shape, &w = in[1].shape, &b = in[2].shape;
+  const char* name = op.name.c_str();
+  if (x.rank < 1) fail(Code::kInvalidArgument, "[{}] input must have rank >= 1, got shape {}", name, x.str());
+  if (w.rank != 2) fail(Code::kInvalidArgument, "[{}] weight must be [out, in], got shape {}", name, w.str());
+  if (x[x.rank - 1] != w[1])
+    fail(Code::kInvalidArgument, "[{}] input features {} do not match weight shape {} (expected [out, {}])", name,
+         x[x.rank - 1], w.str(), x[x.rank - 1]);
+  if (b.rank != 1 || b[0] != w[0])
+    fail(Code::kInvalidArgument, "[{}] bias shape {} does not match {} output features", name, b.str(), w[0]);
+  int64_t m = 1;
+  for (int i = 0; i + 1 < x.rank; ++i) m *= x[i];
+  Shape flat;
+  flat.push_back(m);
+  flat.push_back(x[x.rank - 1]);
+  Shape out2;
+  out2.push_back(flat[0]);
+  out2.push_back(w[0]);
+  Shape res = x;
+  res.dims[res.rank - 1] = w[0];
+  call.in[0].shape = flat;
+  call.out[0] = {in[0].dtype, out2};
+  call.result[0] = res;
+}
+
+Cost linear_cost(const OpCall& c) {
+  Cost cost;
+  const double m = static_cast<double>(c.in[0].shape[0]), k = static_cast<double>(c.in[0].shape[1]),
+               n = static_cast<double>(c.in[1].shape[0]);
+  cost.flops = 2 * m * n * k + m * n;
+  cost.bytes = static_cast<double>(dtype_size(c.out[0].dtype)) * (m * k + n * k + n + m * n);
+  return cost;
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -82,6 +118,17 @@ void register_matmul_ops(OpRegistry& r) {
               false,
               false,
               matmul_cost});
+  r.add(OpDef{"linear",
+              {"x", "weight", "bias"},
+              {"y"},
+              {},
+              {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
+              infer_linear,
+              "x @ weight^T + bias with weight [out, in] (a Dense layer); leading dims of x are kept",
+              {},
+              false,
+              false,
+              linear_cost});
 }
 
 SPORA_OP_FAMILY(register_matmul_ops);

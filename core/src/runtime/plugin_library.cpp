@@ -1,6 +1,7 @@
 #include "runtime/plugin_library.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <boost/dll/shared_library.hpp>
 #include <cstring>
@@ -69,6 +70,35 @@ std::string dlopen_reason(const std::string& path) {
   return e ? e : "unknown dlopen failure";
 }
 
+// glibc's dlopen maps PT_LOAD segments without checking them against the
+// file's size and then writes into them (zero-filling the tail of the
+// last file page), so a truncated plugin kills the process with SIGBUS.
+// Returns why the file cannot be a loadable ELF object, or "" to let dlopen
+// decide (it gives good messages for the other cases).
+std::string elf_problem(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (ec) return "";
+  std::ifstream in(path, std::ios::binary);
+  ElfW(Ehdr) eh{};
+  if (!in.read(reinterpret_cast<char*>(&eh), sizeof eh)) return "";  // dlopen: "file too short"
+  if (std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return "";       // dlopen: "invalid ELF header"
+  if (eh.e_ident[EI_CLASS] != (sizeof(void*) == 8 ? ELFCLASS64 : ELFCLASS32) || eh.e_phentsize != sizeof(ElfW(Phdr)))
+    return "";  // dlopen: "wrong ELF class"
+  const uintmax_t ph_end = static_cast<uintmax_t>(eh.e_phoff) + static_cast<uintmax_t>(eh.e_phnum) * sizeof(ElfW(Phdr));
+  if (ph_end > size) return "";  // dlopen: "cannot read file data"
+  in.seekg(static_cast<std::streamoff>(eh.e_phoff));
+  for (unsigned i = 0; i < eh.e_phnum; ++i) {
+    ElfW(Phdr) ph{};
+    if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) return "";
+    if (ph.p_type == PT_LOAD && static_cast<uintmax_t>(ph.p_offset) + ph.p_filesz > size)
+      return "truncated file: segment " + std::to_string(i) + " ends at byte " +
+             std::to_string(static_cast<uintmax_t>(ph.p_offset) + ph.p_filesz) + " but the file has " +
+             std::to_string(size) + " bytes; reinstall the plugin";
+  }
+  return "";
+}
+
 // The minimum v1.0 device table: the functions without which no tensor can
 // live on the device.
 std::string missing_device_functions(const spora_device_api_t* t) {
@@ -119,6 +149,7 @@ void PluginRecord::load() {
   namespace dll = boost::dll;
   std::error_code ec;
   if (!fs::is_regular_file(path_, ec)) return fail("not a regular file");
+  if (const std::string why = elf_problem(path_); !why.empty()) return fail(why);
   // Kept alive for the process: Boost.DLL's destructor would dlclose.
   auto* lib = new dll::shared_library;
   try {
@@ -206,7 +237,7 @@ bool PluginRecord::ensure_ready() {
       throw_if_error(device_api_->device_count(&n), "");
       for (int32_t i = 0; i < n; ++i) devices_.push_back(std::make_unique<Device>(this, i));
       if (n == 0) {
-        reason_ = "[loader] " + name_ + ": initialised but reports no devices";
+        reason_ = "[loader] " + file_ + ": initialised but reports no devices";
         return init_ok_ = false;
       }
     } else if (collective_api_) {
@@ -215,7 +246,7 @@ bool PluginRecord::ensure_ready() {
     init_ok_ = true;
   } catch (const std::exception& e) {
     devices_.clear();
-    reason_ = "[loader] " + name_ + ": initialize failed: " + e.what();
+    reason_ = "[loader] " + file_ + ": initialize failed: " + e.what();
     init_ok_ = false;
   }
   if (!init_ok_) logger().info("{}", reason_);

@@ -96,3 +96,52 @@ SPORA_REFERENCE_KERNELS(register_kernels);
 
 }  // namespace
 }  // namespace spora::plugin
+
+namespace spora::plugin {
+namespace {
+
+// linear: y[M, N] = x[M, K] @ w[N, K]^T + b[N] (the host flattened x).
+template <class T>
+void linear_t(const KernelPlan& p, const T* x, const T* w, const T* b, T* y) {
+  using C = compute_t<T>;
+  const int64_t m = p.in[0].shape.dims[0], k = p.in[0].shape.dims[1], n = p.in[1].shape.dims[0];
+  for (int64_t i = 0; i < m; ++i) {
+    const T* xr = x + i * k;
+    for (int64_t j = 0; j < n; ++j) {
+      const T* wr = w + j * k;
+      C acc = load(b[j]);
+      for (int64_t kk = 0; kk < k; ++kk) acc += load(xr[kk]) * load(wr[kk]);
+      y[i * n + j] = store<T>(acc);
+    }
+  }
+}
+
+void run_linear(const KernelPlan& p, const void* const* in, void* const* out, void*) {
+  visit_dtype(p.out[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (is_float_v<T>)
+      linear_t(p, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),
+               static_cast<T*>(out[0]));
+  });
+}
+
+spora_plugin_error_t* plan_linear(KernelPlan& p) {
+  if (auto* e = expect_operands(p, 3, 1)) return e;
+  const int32_t dt = p.out[0].dtype;
+  if (!(dt == SPORA_DTYPE_F32 || dt == SPORA_DTYPE_F64 || dt == SPORA_DTYPE_F16 || dt == SPORA_DTYPE_BF16))
+    return unsupported(p, std::string("dtype ") + dtype_name(dt) + " has no kernel");
+  for (int i = 0; i < 3; ++i)
+    if (p.in[i].dtype != dt) return invalid(p, "operands and output differ in dtype");
+  const Shape &x = p.in[0].shape, &w = p.in[1].shape, &b = p.in[2].shape, &y = p.out[0].shape;
+  if (x.rank != 2 || w.rank != 2 || b.rank != 1 || y.rank != 2 || x.dims[1] != w.dims[1] || b.dims[0] != w.dims[0] ||
+      y.dims[0] != x.dims[0] || y.dims[1] != w.dims[0])
+    return invalid(p, "expected x [M, K], weight [N, K], bias [N], y [M, N]");
+  p.run = run_linear;
+  return nullptr;
+}
+
+void register_linear(KernelTable& t) { t.add({"linear", "ref", plan_linear}); }
+SPORA_REFERENCE_KERNELS(register_linear);
+
+}  // namespace
+}  // namespace spora::plugin

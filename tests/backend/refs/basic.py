@@ -99,3 +99,8 @@ def _softmax(x, a):
     ax = a.get("axis", -1)
     e = np.exp(v - v.max(axis=ax, keepdims=True))
     return [e / e.sum(axis=ax, keepdims=True)]
+
+
+@ref("linear")
+def _linear(x, a):
+    return [x[0] @ x[1].T + x[2]]
