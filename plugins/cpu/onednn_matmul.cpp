@@ -1,5 +1,5 @@
-// oneDNN matmul for the cpu plugin: the primitive is created once at plan
-// time and only executed at launch.
+// oneDNN matmul and linear for the cpu plugin: primitives are created once at
+// plan time and only executed at launch.
 #include "cpu_kernels.h"
 
 namespace spora::cpu {
@@ -25,31 +25,54 @@ dnnl::memory::desc md(const Shape& s, dnnl::memory::data_type dt, bool transpose
 }
 
 struct State {
-  dnnl::memory::desc a, b, y;
+  dnnl::memory::desc a, b, y, bias;
   dnnl::matmul prim;
+  // Transposed A is first reordered into the workspace (plain layout).
+  bool reorder_a = false;
+  dnnl::memory::desc a_t;
+  dnnl::reorder to_plain;
 };
 
-void run(const KernelPlan& p, const void* const* in, void* const* out, void*) {
+void run(const KernelPlan& p, const void* const* in, void* const* out, void* workspace) {
   const State& s = p.get<State>();
   auto& eng = onednn_engine();
-  dnnl::memory a(s.a, eng, const_cast<void*>(in[0]));
+  dnnl::stream strm(eng);
+  void* a_data = const_cast<void*>(in[0]);
+  if (s.reorder_a) {
+    dnnl::memory src(s.a_t, eng, a_data), dst(s.a, eng, workspace);
+    s.to_plain.execute(strm, src, dst);
+    a_data = workspace;
+  }
+  dnnl::memory a(s.a, eng, a_data);
   dnnl::memory b(s.b, eng, const_cast<void*>(in[1]));
   dnnl::memory y(s.y, eng, out[0]);
-  dnnl::stream strm(eng);
-  s.prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}});
+  if (p.num_inputs == 3) {
+    dnnl::memory bias(s.bias, eng, const_cast<void*>(in[2]));
+    s.prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}});
+  } else {
+    s.prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}});
+  }
   strm.wait();
+}
+
+spora_plugin_error_t* onednn_type(KernelPlan& p, dnnl::memory::data_type* dt) {
+  const int32_t d = p.out[0].dtype;
+  if (d != SPORA_DTYPE_F32 && d != SPORA_DTYPE_BF16 && d != SPORA_DTYPE_F16)
+    return plugin::unsupported(p, std::string("oneDNN has no ") + plugin::dtype_name(d) + " matmul");
+  onednn_dtype(d, dt);
+  return nullptr;
+}
+
+// Plain row-major [rows, cols].
+dnnl::memory::desc plain2(int64_t rows, int64_t cols, dnnl::memory::data_type dt) {
+  return dnnl::memory::desc({rows, cols}, dt, dnnl::memory::format_tag::ab);
 }
 
 spora_plugin_error_t* plan(KernelPlan& p) {
   if (p.num_inputs != 2 || p.num_outputs != 1) return plugin::invalid(p, "matmul takes 2 inputs");
   dnnl::memory::data_type dt;
-  if (p.out[0].dtype == SPORA_DTYPE_F64 || !onednn_dtype(p.out[0].dtype, &dt) || p.out[0].dtype == SPORA_DTYPE_I32 ||
-      p.out[0].dtype == SPORA_DTYPE_U8)
-    return plugin::unsupported(p, std::string("oneDNN has no ") + plugin::dtype_name(p.out[0].dtype) + " matmul");
+  if (auto* e = onednn_type(p, &dt)) return e;
   const bool ta = p.attrs.get_bool("transpose_a", false), tb = p.attrs.get_bool("transpose_b", false);
-  // oneDNN 2.6.3's brgemm matmul crashes on some transposed-A layouts
-  // (e.g. 784x128): read A transposed only through the reference kernel.
-  if (ta) return plugin::unsupported(p, "transposed A (oneDNN 2.6.3 brgemm bug)");
   const Shape &a = p.in[0].shape, &b = p.in[1].shape, &y = p.out[0].shape;
   if (y.rank < 2 || a.rank != y.rank || b.rank != y.rank) return plugin::invalid(p, "operands must have the output's rank");
   if (y.numel() == 0 || a.numel() == 0 || b.numel() == 0) return plugin::unsupported(p, "empty operand");
@@ -57,7 +80,19 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     if (a.dims[i] != y.dims[i]) return plugin::unsupported(p, "broadcast batch dims of A");
   try {
     auto s = std::make_shared<State>();
-    s->a = md(a, dt, false);
+    // oneDNN 2.6.3's brgemm matmul crashes on some transposed-A layouts
+    // (e.g. 784x128), so a transposed A is reordered to plain first.
+    if (ta) {
+      s->reorder_a = true;
+      s->a_t = md(a, dt, true);
+      Shape plain = a;
+      std::swap(plain.dims[plain.rank - 1], plain.dims[plain.rank - 2]);
+      s->a = md(plain, dt, false);
+      s->to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(onednn_engine(), s->a_t, onednn_engine(), s->a));
+      p.workspace = p.in[0].bytes();
+    } else {
+      s->a = md(a, dt, false);
+    }
     s->b = md(b, dt, tb);
     s->y = md(y, dt, false);
     s->prim = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s->a, s->b, s->y), onednn_engine()));
@@ -69,7 +104,33 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   }
 }
 
-void register_kernels(plugin::KernelTable& t) { t.add({"matmul", "onednn", plan}); }
+// linear: x [M, K] @ w[N, K]^T + b[N], the weight read transposed in place.
+spora_plugin_error_t* plan_linear(KernelPlan& p) {
+  if (p.num_inputs != 3 || p.num_outputs != 1) return plugin::invalid(p, "linear takes 3 inputs");
+  dnnl::memory::data_type dt;
+  if (auto* e = onednn_type(p, &dt)) return e;
+  const int64_t m = p.in[0].shape.dims[0], k = p.in[0].shape.dims[1], n = p.in[1].shape.dims[0];
+  if (m == 0 || k == 0 || n == 0) return plugin::unsupported(p, "empty operand");
+  try {
+    auto s = std::make_shared<State>();
+    s->a = plain2(m, k, dt);
+    s->b = dnnl::memory::desc({k, n}, dt, dnnl::memory::format_tag::ba);
+    s->bias = plain2(1, n, dt);
+    s->y = plain2(m, n, dt);
+    s->prim = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(s->a, s->b, s->bias, s->y), onednn_engine()));
+    p.state = s;
+    p.run = run;
+    return nullptr;
+  } catch (const dnnl::error& e) {
+    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
+  }
+}
+
+void register_kernels(plugin::KernelTable& t) {
+  t.add({"matmul", "onednn", plan});
+  t.add({"linear", "onednn", plan_linear});
+}
 SPORA_CPU_KERNELS(register_kernels);
 
 }  // namespace
