@@ -213,6 +213,59 @@ SPORA_API spora_status_t spora_op_call(const char* op, spora_device_t* device,
                                        const spora_attrs_t* attrs, spora_tensor_t** outputs,
                                        size_t num_outputs);
 
+/* ------------------------------------------------------------------------ */
+/* Graphs (graph mode)                                                      */
+/* ------------------------------------------------------------------------ */
+
+typedef struct spora_graph spora_graph_t;
+typedef struct spora_executable spora_executable_t;
+/* A value in a graph: an output of one of its nodes. Only meaningful with
+ * the graph that returned it. */
+typedef int64_t spora_value_t;
+
+/* An empty graph. `name` may be NULL ("main"). */
+SPORA_API spora_status_t spora_graph_create(const char* name, spora_graph_t** out);
+SPORA_API spora_status_t spora_graph_free(spora_graph_t* graph);
+/* Inputs are fed on every run; weights are named parameters (model state).
+ * Both are bound by position, in creation order, when running. */
+SPORA_API spora_status_t spora_graph_add_input(spora_graph_t* graph, const char* name, spora_dtype_t dtype,
+                                               const int64_t* shape, int32_t ndim, spora_value_t* out);
+SPORA_API spora_status_t spora_graph_add_weight(spora_graph_t* graph, const char* name, spora_dtype_t dtype,
+                                                const int64_t* shape, int32_t ndim, spora_value_t* out);
+/* A constant holding a copy of `value`'s current contents. */
+SPORA_API spora_status_t spora_graph_add_constant(spora_graph_t* graph, const spora_tensor_t* value,
+                                                  spora_value_t* out);
+/* Applies `op` (shapes are inferred now; errors name the op and `file:line`
+ * when given). `file` may be NULL. Writes the op's outputs to `outputs`
+ * (`capacity` entries) and their count to `*num_outputs`. */
+SPORA_API spora_status_t spora_graph_add_op(spora_graph_t* graph, const char* op, const spora_value_t* inputs,
+                                            size_t num_inputs, const spora_attrs_t* attrs, const char* file,
+                                            int32_t line, spora_value_t* outputs, size_t capacity,
+                                            size_t* num_outputs);
+SPORA_API spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count);
+/* dtype and shape of a value (dims: capacity entries). */
+SPORA_API spora_status_t spora_graph_value_type(const spora_graph_t* graph, spora_value_t value, spora_dtype_t* dtype,
+                                                int64_t* dims, int32_t capacity, int32_t* ndim);
+/* Text form (for people) and lossless JSON form. The string is owned by the
+ * graph and valid until the graph is next changed or freed. */
+SPORA_API spora_status_t spora_graph_to_text(spora_graph_t* graph, const char** out);
+SPORA_API spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** out);
+/* Parses and verifies a graph written by spora_graph_to_json. */
+SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out);
+
+/* Compiles for `device`: verifies, plans every kernel, uploads constants and
+ * plans intermediate memory. */
+SPORA_API spora_status_t spora_graph_compile(const spora_graph_t* graph, spora_device_t* device,
+                                             spora_executable_t** out);
+SPORA_API spora_status_t spora_executable_free(spora_executable_t* exe);
+/* Runs once: `params` binds every input and weight in creation order
+ * (`num_params` must match); writes one new tensor per graph output. */
+SPORA_API spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params,
+                                              size_t num_params, spora_tensor_t** outputs, size_t num_outputs);
+/* Bytes of the planned intermediate arena, and of all intermediate and
+ * output tensors without reuse. */
+SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,201 @@
+// C API: building, printing, serialising, compiling and running graphs.
+#include <cstring>
+
+#include "abi/abi.h"
+#include "ir/printer.h"
+#include "ir/serialize.h"
+#include "sched/executor.h"
+
+struct spora_graph {
+  spora::ir::Graph g;
+  std::string text;  // backs the strings returned by to_text/to_json
+};
+struct spora_executable {
+  std::unique_ptr<spora::sched::Executable> exe;
+};
+
+using spora::Code;
+using spora::fail;
+using spora::abi::from_handle;
+using spora::abi::guard;
+using spora::abi::need;
+
+namespace {
+
+// Values travel as (node << 16) | output.
+spora_value_t encode(spora::ir::Value v) { return (static_cast<int64_t>(v.node) << 16) | v.index; }
+
+spora::ir::Value decode(const spora::ir::Graph& g, spora_value_t v, const char* fn) {
+  const int64_t node = v >> 16, index = v & 0xffff;
+  if (v < 0 || node >= static_cast<int64_t>(g.nodes().size()) ||
+      index >= static_cast<int64_t>(g.node(static_cast<int32_t>(node)).outputs.size()))
+    fail(Code::kInvalidArgument, "[{}] value {} does not belong to graph '{}'", fn, v, g.name());
+  return {static_cast<int32_t>(node), static_cast<int32_t>(index)};
+}
+
+}  // namespace
+
+extern "C" {
+
+spora_status_t spora_graph_create(const char* name, spora_graph_t** out) {
+  return guard([&] {
+    need(out, "spora_graph_create", "out");
+    *out = new spora_graph{spora::ir::Graph(name ? name : "main"), {}};
+  });
+}
+
+spora_status_t spora_graph_free(spora_graph_t* graph) {
+  return guard([&] { delete graph; });
+}
+
+static spora_status_t add_leaf(bool weight, spora_graph_t* graph, const char* name, spora_dtype_t dtype,
+                               const int64_t* shape, int32_t ndim, spora_value_t* out) {
+  const char* fn = weight ? "spora_graph_add_weight" : "spora_graph_add_input";
+  return guard([&] {
+    need(graph, fn, "graph");
+    need(name, fn, "name");
+    need(out, fn, "out");
+    const spora::Shape s = spora::Shape::from(shape, ndim, fn);
+    *out = encode(weight ? graph->g.add_weight(name, dtype, s) : graph->g.add_input(name, dtype, s));
+  });
+}
+
+spora_status_t spora_graph_add_input(spora_graph_t* graph, const char* name, spora_dtype_t dtype, const int64_t* shape,
+                                     int32_t ndim, spora_value_t* out) {
+  return add_leaf(false, graph, name, dtype, shape, ndim, out);
+}
+
+spora_status_t spora_graph_add_weight(spora_graph_t* graph, const char* name, spora_dtype_t dtype, const int64_t* shape,
+                                      int32_t ndim, spora_value_t* out) {
+  return add_leaf(true, graph, name, dtype, shape, ndim, out);
+}
+
+spora_status_t spora_graph_add_constant(spora_graph_t* graph, const spora_tensor_t* value, spora_value_t* out) {
+  return guard([&] {
+    need(graph, "spora_graph_add_constant", "graph");
+    need(value, "spora_graph_add_constant", "value");
+    need(out, "spora_graph_add_constant", "out");
+    std::vector<uint8_t> bytes(value->t.nbytes());
+    spora::tensor_read(value->t, bytes.data(), bytes.size());
+    *out = encode(graph->g.add_constant(value->t.dtype, value->t.shape, std::move(bytes)));
+  });
+}
+
+spora_status_t spora_graph_add_op(spora_graph_t* graph, const char* op, const spora_value_t* inputs, size_t num_inputs,
+                                  const spora_attrs_t* attrs, const char* file, int32_t line, spora_value_t* outputs,
+                                  size_t capacity, size_t* num_outputs) {
+  return guard([&] {
+    need(graph, "spora_graph_add_op", "graph");
+    need(op, "spora_graph_add_op", "op");
+    if (num_inputs) need(inputs, op, "inputs");
+    std::vector<spora::ir::Value> in;
+    for (size_t i = 0; i < num_inputs; ++i) in.push_back(decode(graph->g, inputs[i], op));
+    static const spora::Attrs kNone;
+    const spora::ir::SourceLoc loc{file ? file : "", file ? line : 0};
+    // Check capacity before adding, so a failed call leaves the graph as it was.
+    const spora::OpDef* def = spora::OpRegistry::get().find(op);
+    if (def && !def->dynamic_outputs && capacity < def->outputs.size())
+      fail(Code::kInvalidArgument, "[{}] has {} outputs, capacity is {}", op, def->outputs.size(), capacity);
+    const auto outs = graph->g.add_op(op, in, attrs ? attrs->attrs : kNone, loc);
+    if (outs.size() > capacity)
+      fail(Code::kInvalidArgument, "[{}] has {} outputs, capacity is {}", op, outs.size(), capacity);
+    if (outs.size()) need(outputs, op, "outputs");
+    for (size_t i = 0; i < outs.size(); ++i) outputs[i] = encode(outs[i]);
+    if (num_outputs) *num_outputs = outs.size();
+  });
+}
+
+spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count) {
+  return guard([&] {
+    need(graph, "spora_graph_set_outputs", "graph");
+    if (count) need(values, "spora_graph_set_outputs", "values");
+    std::vector<spora::ir::Value> outs;
+    for (size_t i = 0; i < count; ++i) outs.push_back(decode(graph->g, values[i], "spora_graph_set_outputs"));
+    graph->g.set_outputs(std::move(outs));
+  });
+}
+
+spora_status_t spora_graph_value_type(const spora_graph_t* graph, spora_value_t value, spora_dtype_t* dtype,
+                                      int64_t* dims, int32_t capacity, int32_t* ndim) {
+  return guard([&] {
+    need(graph, "spora_graph_value_type", "graph");
+    const spora::TensorMeta& m = graph->g.meta(decode(graph->g, value, "spora_graph_value_type"));
+    if (dtype) *dtype = m.dtype;
+    if (ndim) *ndim = m.shape.rank;
+    if (dims) {
+      if (capacity < m.shape.rank)
+        fail(Code::kInvalidArgument, "[spora_graph_value_type] capacity {} < ndim {}", capacity, m.shape.rank);
+      std::memcpy(dims, m.shape.dims, sizeof(int64_t) * static_cast<size_t>(m.shape.rank));
+    }
+  });
+}
+
+spora_status_t spora_graph_to_text(spora_graph_t* graph, const char** out) {
+  return guard([&] {
+    need(graph, "spora_graph_to_text", "graph");
+    graph->text = spora::ir::to_text(graph->g);
+    *need(out, "spora_graph_to_text", "out") = graph->text.c_str();
+  });
+}
+
+spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** out) {
+  return guard([&] {
+    need(graph, "spora_graph_to_json", "graph");
+    graph->text = spora::ir::to_json(graph->g);
+    *need(out, "spora_graph_to_json", "out") = graph->text.c_str();
+  });
+}
+
+spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out) {
+  return guard([&] {
+    need(json, "spora_graph_from_json", "json");
+    need(out, "spora_graph_from_json", "out");
+    *out = new spora_graph{spora::ir::from_json(std::string(json, size)), {}};
+  });
+}
+
+spora_status_t spora_graph_compile(const spora_graph_t* graph, spora_device_t* device, spora_executable_t** out) {
+  return guard([&] {
+    need(graph, "spora_graph_compile", "graph");
+    spora::Device* d = from_handle(need(device, "spora_graph_compile", "device"));
+    need(out, "spora_graph_compile", "out");
+    *out = new spora_executable{std::make_unique<spora::sched::Executable>(graph->g, d)};
+  });
+}
+
+spora_status_t spora_executable_free(spora_executable_t* exe) {
+  return guard([&] { delete exe; });
+}
+
+spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params, size_t num_params,
+                                    spora_tensor_t** outputs, size_t num_outputs) {
+  return guard([&] {
+    need(exe, "spora_executable_run", "exe");
+    if (num_params) need(params, "spora_executable_run", "params");
+    std::vector<const spora::Tensor*> in;
+    for (size_t i = 0; i < num_params; ++i) in.push_back(params[i] ? &params[i]->t : nullptr);
+    if (num_outputs != exe->exe->graph().outputs().size())
+      fail(Code::kInvalidArgument, "[graph {}] has {} outputs, caller asked for {}", exe->exe->graph().name(),
+           exe->exe->graph().outputs().size(), num_outputs);
+    if (num_outputs) need(outputs, "spora_executable_run", "outputs");
+    std::vector<spora::Tensor> outs = exe->exe->run(in);
+    std::vector<spora_tensor_t*> handles;
+    try {
+      for (auto& t : outs) handles.push_back(new spora_tensor{std::move(t)});
+    } catch (...) {
+      for (auto* h : handles) delete h;
+      throw;
+    }
+    for (size_t i = 0; i < handles.size(); ++i) outputs[i] = handles[i];
+  });
+}
+
+spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive) {
+  return guard([&] {
+    need(exe, "spora_executable_memory", "exe");
+    if (planned) *planned = exe->exe->planned_bytes();
+    if (naive) *naive = exe->exe->naive_bytes();
+  });
+}
+
+}  // extern "C"

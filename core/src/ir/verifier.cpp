@@ -1,0 +1,104 @@
+#include "ir/verifier.h"
+
+#include <set>
+
+#include "support/error.h"
+
+namespace spora::ir {
+namespace {
+
+[[noreturn]] void broken(const Graph& g, size_t id, const Node& n, const std::string& why) {
+  const std::string what = n.kind == NodeKind::kApply && n.op ? n.op->name : node_kind_name(n.kind);
+  fail(Code::kInvalidArgument, "{}",
+       with_loc(fmt::format("[verify] graph '{}' node %{} ({}): {}", g.name(), id, what, why), n.loc));
+}
+
+bool same_meta(const TensorMeta& a, const TensorMeta& b) { return a.dtype == b.dtype && a.shape == b.shape; }
+
+}  // namespace
+
+void verify(const Graph& g) {
+  std::set<std::string> names;
+  for (size_t id = 0; id < g.nodes().size(); ++id) {
+    const Node& n = g.nodes()[id];
+    for (const Value& v : n.inputs) {
+      if (v.node < 0 || static_cast<size_t>(v.node) >= id)
+        broken(g, id, n, fmt::format("input %{} is not an earlier node", v.node));
+      if (v.index < 0 || v.index >= static_cast<int32_t>(g.node(v.node).outputs.size()))
+        broken(g, id, n, fmt::format("input %{}.{} does not exist", v.node, v.index));
+    }
+    for (const TensorMeta& m : n.outputs)
+      if (!dtype_valid(m.dtype)) broken(g, id, n, "output has an invalid dtype");
+    switch (n.kind) {
+      case NodeKind::kInput:
+      case NodeKind::kWeight:
+        if (n.name.empty()) broken(g, id, n, "has no name");
+        if (!names.insert(n.name).second) broken(g, id, n, "name '" + n.name + "' is used twice");
+        if (n.outputs.size() != 1 || !n.inputs.empty()) broken(g, id, n, "must have no inputs and one output");
+        break;
+      case NodeKind::kConstant: {
+        if (n.outputs.size() != 1 || !n.inputs.empty()) broken(g, id, n, "must have no inputs and one output");
+        const size_t want = static_cast<size_t>(n.outputs[0].shape.numel()) * dtype_size(n.outputs[0].dtype);
+        if (!n.data || n.data->size() != want)
+          broken(g, id, n, fmt::format("holds {} bytes, its type needs {}", n.data ? n.data->size() : 0, want));
+        break;
+      }
+      case NodeKind::kApply: {
+        if (!n.op) broken(g, id, n, "has no op");
+        TensorMeta metas[kMaxOpInputs];
+        if (n.inputs.size() > static_cast<size_t>(kMaxOpInputs)) broken(g, id, n, "too many inputs");
+        for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = g.meta(n.inputs[i]);
+        OpCall call;
+        try {
+          infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
+        } catch (const Error& e) {
+          broken(g, id, n, e.what());
+        }
+        if (call.num_outputs != static_cast<int>(n.outputs.size()))
+          broken(g, id, n, fmt::format("has {} outputs, inference says {}", n.outputs.size(), call.num_outputs));
+        for (int i = 0; i < call.num_outputs; ++i)
+          if (!same_meta(n.outputs[static_cast<size_t>(i)], {call.out[i].dtype, call.result[i]}))
+            broken(g, id, n, fmt::format("output {} is recorded as {} {}, inference says {} {}", i,
+                                         dtype_name(n.outputs[static_cast<size_t>(i)].dtype),
+                                         n.outputs[static_cast<size_t>(i)].shape.str(), dtype_name(call.out[i].dtype),
+                                         call.result[i].str()));
+        break;
+      }
+      case NodeKind::kIf: {
+        if (n.subgraphs.size() != 2) broken(g, id, n, "needs a then and an else graph");
+        if (n.inputs.empty() || g.meta(n.inputs[0]).dtype != SPORA_DTYPE_BOOL || g.meta(n.inputs[0]).shape.numel() != 1)
+          broken(g, id, n, "first input must be a bool scalar");
+        for (const auto& sub : n.subgraphs) {
+          verify(*sub);
+          if (sub->inputs().size() + 1 != n.inputs.size()) broken(g, id, n, "branch inputs do not match");
+          if (sub->outputs().size() != n.outputs.size()) broken(g, id, n, "branch outputs do not match");
+          for (size_t i = 0; i < n.outputs.size(); ++i)
+            if (!same_meta(sub->meta(sub->outputs()[i]), n.outputs[i])) broken(g, id, n, "branch output types differ");
+        }
+        break;
+      }
+      case NodeKind::kWhile: {
+        if (n.subgraphs.size() != 2) broken(g, id, n, "needs a cond and a body graph");
+        const Graph &cond = *n.subgraphs[0], &body = *n.subgraphs[1];
+        verify(cond);
+        verify(body);
+        if (cond.outputs().size() != 1 || cond.meta(cond.outputs()[0]).dtype != SPORA_DTYPE_BOOL)
+          broken(g, id, n, "cond must return one bool");
+        if (body.outputs().size() != n.inputs.size() || n.outputs.size() != n.inputs.size())
+          broken(g, id, n, "body must map the loop-carried values to themselves");
+        for (size_t i = 0; i < n.inputs.size(); ++i)
+          if (!same_meta(body.meta(body.outputs()[i]), g.meta(n.inputs[i])))
+            broken(g, id, n, fmt::format("loop-carried value {} changes type in the body", i));
+        break;
+      }
+    }
+  }
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const Value v = g.outputs()[i];
+    if (v.node < 0 || v.node >= static_cast<int32_t>(g.nodes().size()) || v.index < 0 ||
+        v.index >= static_cast<int32_t>(g.node(v.node).outputs.size()))
+      fail(Code::kInvalidArgument, "[verify] graph '{}' output {} refers to a missing value", g.name(), i);
+  }
+}
+
+}  // namespace spora::ir

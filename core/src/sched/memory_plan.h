@@ -1,0 +1,26 @@
+// Static memory planning: every intermediate buffer of a graph gets an offset
+// in one arena per device, reused once its last reader has run.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace spora::sched {
+
+struct BufferRequest {
+  uint64_t bytes = 0;
+  int32_t first = 0;  // step that writes it
+  int32_t last = 0;   // last step that reads it (>= first)
+};
+
+struct MemoryPlan {
+  std::vector<uint64_t> offsets;  // per request
+  uint64_t arena_bytes = 0;       // the planned peak
+  uint64_t naive_bytes = 0;       // sum of all requests, no reuse
+};
+
+// Greedy best-fit over steps: buffers are placed when first written and
+// their space returns to the free list after their last read. Offsets are
+// `alignment`-aligned.
+MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alignment = 256);
+
+}  // namespace spora::sched
