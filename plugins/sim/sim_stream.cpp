@@ -1,6 +1,8 @@
 // Stream worker threads and event generations (see sim_stream.h).
 #include "sim_stream.h"
 
+#include <xmmintrin.h>
+
 #include <string>
 #include <utility>
 
@@ -71,6 +73,10 @@ spora_plugin_error_t* Stream::close() {
 
 void Stream::run() {
   tls_worker_of = this;
+  // Like the cpu plugin (and accelerators' fast-math defaults), kernels
+  // flush denormals to zero; this is the worker's own thread, so the mode is
+  // set once and never leaks into the host program.
+  _mm_setcsr(_mm_getcsr() | 0x8040u);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

@@ -203,6 +203,11 @@ SPORA_API spora_status_t spora_op_name(size_t index, const char** out);
  * Borrowed; SPORA_ERROR_NOT_FOUND for unknown ops. */
 SPORA_API spora_status_t spora_op_schema(const char* op, const char** out);
 
+/* How autodiff treats `op`: `*has_rule` = 1 if it has a gradient rule or is
+ * marked not differentiable; `*differentiable` = 1 if gradients flow through
+ * it. SPORA_ERROR_NOT_FOUND for unknown ops. */
+SPORA_API spora_status_t spora_op_gradient(const char* op, int32_t* has_rule, int32_t* differentiable);
+
 /* Runs `op` eagerly. All inputs must live on one device; it runs there.
  * `device` selects where to run ops without inputs and may otherwise be NULL
  * (if given, it must be the inputs' device). `attrs` may be NULL. On success
@@ -252,6 +257,14 @@ SPORA_API spora_status_t spora_graph_to_text(spora_graph_t* graph, const char** 
 SPORA_API spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** out);
 /* Parses and verifies a graph written by spora_graph_to_json. */
 SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out);
+
+/* Reverse-mode autodiff as a graph transform (value_and_grad): returns a new
+ * graph whose outputs are `graph`'s outputs followed by the gradient of
+ * output `output` (summed first if not a scalar) with respect to each of
+ * `wrt` (input or weight values). Values of `graph` remain valid in the
+ * result; apply it again for higher order. */
+SPORA_API spora_status_t spora_graph_grad(const spora_graph_t* graph, const spora_value_t* wrt, size_t num_wrt,
+                                          size_t output, spora_graph_t** out);
 
 /* Compiles for `device`: verifies, plans every kernel, uploads constants and
  * plans intermediate memory. */

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "abi/abi.h"
+#include "autodiff/grad.h"
 #include "ir/printer.h"
 #include "ir/serialize.h"
 #include "sched/executor.h"
@@ -151,6 +152,21 @@ spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_
     need(json, "spora_graph_from_json", "json");
     need(out, "spora_graph_from_json", "out");
     *out = new spora_graph{spora::ir::from_json(std::string(json, size)), {}};
+  });
+}
+
+spora_status_t spora_graph_grad(const spora_graph_t* graph, const spora_value_t* wrt, size_t num_wrt, size_t output,
+                                spora_graph_t** out) {
+  return guard([&] {
+    need(graph, "spora_graph_grad", "graph");
+    need(out, "spora_graph_grad", "out");
+    if (num_wrt) need(wrt, "spora_graph_grad", "wrt");
+    std::vector<int32_t> nodes;
+    for (size_t i = 0; i < num_wrt; ++i) {
+      const spora::ir::Value v = decode(graph->g, wrt[i], "spora_graph_grad");
+      nodes.push_back(v.node);
+    }
+    *out = new spora_graph{spora::autodiff::value_and_grad(graph->g, nodes, static_cast<int32_t>(output)), {}};
   });
 }
 

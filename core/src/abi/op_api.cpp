@@ -1,5 +1,6 @@
 // C API: the op registry and eager op calls.
 #include "abi/abi.h"
+#include "autodiff/bprop.h"
 #include "runtime/eager.h"
 
 using spora::Code;
@@ -39,6 +40,16 @@ spora_status_t spora_op_schema(const char* op, const char** out) {
       }
     cache->emplace_back(def, def->schema());
     *out = cache->back().second.c_str();
+  });
+}
+
+spora_status_t spora_op_gradient(const char* op, int32_t* has_rule, int32_t* differentiable) {
+  return guard([&] {
+    need(op, "spora_op_gradient", "op");
+    if (!spora::OpRegistry::get().find(op)) fail(Code::kNotFound, "[{}] unknown op", op);
+    const spora::autodiff::BpropEntry* e = spora::autodiff::find_bprop(op);
+    if (has_rule) *has_rule = e ? 1 : 0;
+    if (differentiable) *differentiable = e && e->differentiable ? 1 : 0;
   });
 }
 

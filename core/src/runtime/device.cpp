@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/plugin_library.h"
@@ -114,16 +115,38 @@ void Device::synchronize() {
   if (s) throw_if_error(api_->stream_synchronize(s), "[" + name_ + "]");
 }
 
-const KernelEntry& Device::kernel(const OpDef& op, const OpCall& call) {
+KernelEntry::~KernelEntry() {
+  if (kernel && api && api->kernel_destroy) {
+    if (spora_plugin_error_t* e = api->kernel_destroy(kernel)) {
+      if (e->destroy) e->destroy(e);
+    }
+  }
+}
+
+KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   const uint64_t h = call_hash(op, call);
   std::lock_guard<std::mutex> lock(mu_);
   auto range = kernels_.equal_range(h);
   for (auto it = range.first; it != range.second; ++it)
-    if (it->second->op == &op && same_call(it->second->call, call)) return *it->second;
+    if (it->second->op == &op && same_call(it->second->call, call)) {
+      it->second->last_used = ++clock_;
+      return it->second;
+    }
+  if (kernels_.size() >= kMaxCachedKernels) {
+    // Evict the least recently used quarter in one sweep.
+    std::vector<uint64_t> stamps;
+    for (const auto& [k, e] : kernels_) stamps.push_back(e->last_used);
+    std::nth_element(stamps.begin(), stamps.begin() + static_cast<long>(stamps.size() / 4), stamps.end());
+    const uint64_t cutoff = stamps[stamps.size() / 4];
+    for (auto it = kernels_.begin(); it != kernels_.end();)
+      it = it->second->last_used <= cutoff ? kernels_.erase(it) : std::next(it);
+  }
 
   if (!api_->kernel_create || !api_->kernel_launch)
     fail(Code::kUnimplemented, "[{}] device {} has no kernels", op.name, name_);
-  auto entry = std::make_unique<KernelEntry>();
+  auto entry = std::make_shared<KernelEntry>();
+  entry->api = api_;
+  entry->last_used = ++clock_;
   entry->op = &op;
   entry->call = call;
   entry->hash = h;
@@ -156,9 +179,8 @@ const KernelEntry& Device::kernel(const OpDef& op, const OpCall& call) {
   d.attrs = attrs.data();
   throw_if_error(api_->kernel_create(index_, &d, &entry->kernel, &entry->workspace), "[" + op.name + "] on " + name_);
   logger().debug("[{}] planned kernel on {}", op.name, name_);
-  auto& ref = *entry;
-  kernels_.emplace(h, std::move(entry));
-  return ref;
+  kernels_.emplace(h, entry);
+  return entry;
 }
 
 void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs) {

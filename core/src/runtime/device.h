@@ -16,15 +16,21 @@ namespace spora {
 
 class PluginRecord;
 
-// A planned kernel with the descriptor it was planned from (which owns the
-// storage the spora_kernel_desc_t points into).
+// A planned kernel with the descriptor it was planned from. Shared: the
+// device's cache and every execution plan using it hold a reference, so the
+// cache can evict it while plans keep it alive; the last owner destroys the
+// plugin's kernel.
 struct KernelEntry {
   const OpDef* op = nullptr;
   OpCall call;
   uint64_t hash = 0;
   spora_kernel_t* kernel = nullptr;
   size_t workspace = 0;
+  const spora_device_api_t* api = nullptr;
+  uint64_t last_used = 0;
+  ~KernelEntry();
 };
+using KernelRef = std::shared_ptr<const KernelEntry>;
 
 class Device {
  public:
@@ -46,7 +52,11 @@ class Device {
 
   // The kernel planned for this call, planning it on first use. Throws
   // Code::kUnimplemented (with the plugin's reason) if the plugin has none.
-  const KernelEntry& kernel(const OpDef& op, const OpCall& call);
+  // At most kMaxCachedKernels plans stay cached per device (least recently
+  // used ones are dropped), so ops whose attributes change every call
+  // (random seeds) cannot grow memory without bound.
+  KernelRef kernel(const OpDef& op, const OpCall& call);
+  static constexpr size_t kMaxCachedKernels = 4096;
   void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
 
  private:
@@ -60,7 +70,8 @@ class Device {
   std::vector<std::pair<std::string, std::string>> props_;
   std::mutex mu_;
   spora_stream_t* stream_ = nullptr;
-  std::unordered_multimap<uint64_t, std::unique_ptr<KernelEntry>> kernels_;
+  std::unordered_multimap<uint64_t, std::shared_ptr<KernelEntry>> kernels_;
+  uint64_t clock_ = 0;
 };
 
 }  // namespace spora

@@ -33,7 +33,7 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
     outputs[0] = std::move(v);
     return;
   }
-  const KernelEntry& k = device->kernel(op, call);
+  const KernelRef k = device->kernel(op, call);
   spora_devptr_t in_ptrs[kMaxOpInputs], out_ptrs[kMaxOpOutputs];
   for (int i = 0; i < num_inputs; ++i) in_ptrs[i] = inputs[i]->data();
   Tensor outs[kMaxOpOutputs];
@@ -41,7 +41,7 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
     outs[i] = make_tensor(device, call.out[i].dtype, call.result[i]);
     out_ptrs[i] = outs[i].data();
   }
-  device->launch(k, in_ptrs, out_ptrs);
+  device->launch(*k, in_ptrs, out_ptrs);
   for (int i = 0; i < call.num_outputs; ++i) outputs[i] = std::move(outs[i]);
 }
 

@@ -18,7 +18,7 @@ struct Executable::Slot {
 
 struct Step {
   int32_t node = 0;
-  const KernelEntry* kernel = nullptr;
+  KernelRef kernel;
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
 };
@@ -90,7 +90,7 @@ Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), 
           slots_[id][0] = {Slot::kAlias, 0, 0, n.inputs[0]};
         } else {
           try {
-            step->kernel = &device_->kernel(*n.op, call);
+            step->kernel = device_->kernel(*n.op, call);
           } catch (const Error& e) {
             node_error(n, e.code(), e.what());
           }

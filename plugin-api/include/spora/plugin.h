@@ -312,7 +312,7 @@ typedef struct spora_kernel_desc {
 typedef struct spora_stream spora_stream_t;
 typedef struct spora_event spora_event_t;
 typedef struct spora_kernel spora_kernel_t;
-typedef struct spora_executable spora_executable_t;
+typedef struct spora_graph_exec spora_graph_exec_t;
 
 /* A device address. It is only meaningful to the plugin that returned it;
  * the host never dereferences it, but may add byte offsets within an
@@ -448,10 +448,10 @@ typedef struct spora_device_api {
   /* Compiles a serialized subgraph (Spora IR JSON, `size` bytes) for
    * `device`. `options` is a JSON object or NULL. */
   spora_plugin_error_t* (*graph_compile)(int32_t device, const char* ir_json, size_t size,
-                                         const char* options, spora_executable_t** out);
-  spora_plugin_error_t* (*graph_destroy)(spora_executable_t* exe);
+                                         const char* options, spora_graph_exec_t** out);
+  spora_plugin_error_t* (*graph_destroy)(spora_graph_exec_t* exe);
   /* Enqueues one run; buffers follow the graph's parameter/result order. */
-  spora_plugin_error_t* (*graph_execute)(spora_executable_t* exe, const spora_devptr_t* inputs,
+  spora_plugin_error_t* (*graph_execute)(spora_graph_exec_t* exe, const spora_devptr_t* inputs,
                                          size_t num_inputs, const spora_devptr_t* outputs,
                                          size_t num_outputs, spora_stream_t* stream);
 

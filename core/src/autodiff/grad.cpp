@@ -1,0 +1,98 @@
+#include "autodiff/grad.h"
+
+#include <map>
+
+#include "autodiff/bprop.h"
+#include "support/error.h"
+
+namespace spora::autodiff {
+
+ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, int32_t output) {
+  if (output < 0 || output >= static_cast<int32_t>(g.outputs().size()))
+    fail(Code::kInvalidArgument, "[grad] graph '{}' has {} outputs; output {} does not exist", g.name(),
+         g.outputs().size(), output);
+  const int32_t n = static_cast<int32_t>(g.nodes().size());
+  for (int32_t w : wrt) {
+    if (w < 0 || w >= n || (g.node(w).kind != ir::NodeKind::kInput && g.node(w).kind != ir::NodeKind::kWeight))
+      fail(Code::kInvalidArgument, "[grad] node %{} is not an input or weight of graph '{}'", w, g.name());
+    if (!dtype_is_float(g.node(w).outputs[0].dtype))
+      fail(Code::kInvalidArgument, "[grad] cannot differentiate with respect to '{}' of dtype {}", g.node(w).name,
+           dtype_name(g.node(w).outputs[0].dtype));
+  }
+  const Value loss = g.outputs()[static_cast<size_t>(output)];
+  if (!dtype_is_float(g.meta(loss).dtype))
+    fail(Code::kInvalidArgument, "[grad] output {} has dtype {}; only float outputs are differentiable", output,
+         dtype_name(g.meta(loss).dtype));
+
+  ir::Graph out(g.name() + "_grad");
+  for (const ir::Node& node : g.nodes()) out.append(node);
+
+  // Nodes through which a wrt node reaches anything: only they need adjoints.
+  std::vector<bool> depends(static_cast<size_t>(n), false);
+  for (int32_t w : wrt) depends[static_cast<size_t>(w)] = true;
+  for (int32_t id = 0; id < n; ++id)
+    for (const Value& v : g.node(id).inputs)
+      if (depends[static_cast<size_t>(v.node)]) depends[static_cast<size_t>(id)] = true;
+
+  std::map<std::pair<int32_t, int32_t>, Value> adjoint;
+  auto accumulate = [&](Value at, Value grad, GradBuilder& b) {
+    auto key = std::make_pair(at.node, at.index);
+    auto it = adjoint.find(key);
+    if (it == adjoint.end()) adjoint.emplace(key, grad);
+    else it->second = b.op("add", {it->second, grad});
+  };
+  {
+    GradBuilder b(out, g.node(loss.node).loc);
+    const TensorMeta& m = g.meta(loss);
+    accumulate(loss, b.full(1.0, m.dtype, m.shape), b);
+  }
+  for (int32_t id = loss.node; id >= 0; --id) {
+    if (!depends[static_cast<size_t>(id)]) continue;
+    const ir::Node& node = g.node(id);
+    if (node.kind != ir::NodeKind::kApply) continue;
+    std::vector<Value> dy(node.outputs.size());
+    bool any = false;
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      auto it = adjoint.find({id, static_cast<int32_t>(o)});
+      if (it != adjoint.end()) {
+        dy[o] = it->second;
+        any = true;
+      }
+    }
+    if (!any) continue;
+    const BpropEntry* rule = find_bprop(node.op->name);
+    if (!rule)
+      fail(Code::kUnimplemented, "{}", ir::with_loc("[" + node.op->name + "] has no gradient rule yet", node.loc));
+    if (!rule->differentiable) continue;  // e.g. argmax: no gradient flows back
+    std::vector<Value> y;
+    for (size_t o = 0; o < node.outputs.size(); ++o) y.push_back({id, static_cast<int32_t>(o)});
+    GradBuilder b(out, node.loc);
+    std::vector<Value> dx;
+    try {
+      dx = rule->fn(b, node, node.inputs, y, dy);
+    } catch (const Error& e) {
+      throw Error(e.code(), ir::with_loc(std::string("[grad of ") + node.op->name + "] " + e.what(), node.loc));
+    }
+    if (dx.size() != node.inputs.size())
+      fail(Code::kInternal, "[{}] gradient rule returned {} gradients for {} inputs", node.op->name, dx.size(),
+           node.inputs.size());
+    for (size_t i = 0; i < dx.size(); ++i)
+      if (dx[i].valid() && depends[static_cast<size_t>(node.inputs[i].node)]) accumulate(node.inputs[i], dx[i], b);
+  }
+  std::vector<Value> outputs = g.outputs();
+  for (int32_t w : wrt) {
+    auto it = adjoint.find({w, 0});
+    if (it != adjoint.end()) {
+      outputs.push_back(it->second);
+    } else {
+      // Not connected to the output: its gradient is zero.
+      GradBuilder b(out, {});
+      const TensorMeta& m = g.node(w).outputs[0];
+      outputs.push_back(b.full(0.0, m.dtype, m.shape));
+    }
+  }
+  out.set_outputs(outputs);
+  return out;
+}
+
+}  // namespace spora::autodiff
