@@ -1,9 +1,33 @@
-// Layout ops: reshape (a view, no copy) and transpose.
+// Layout ops that rearrange one tensor: reshape, expand_dims, squeeze (views,
+// no copy), transpose, broadcast_to, tile, flip.
+//
+// Contract with kernels (plugins/common/kernels/layout.cpp). Kernels only
+// move elements, so every dtype works and implementations may dispatch on
+// the element size alone.
+//   reshape, expand_dims, squeeze: views (call.view); no kernel runs.
+//   transpose: attrs.perm lists every axis once, non-negative;
+//     out.dims[i] = in.dims[perm[i]].
+//   broadcast_to: in[0] is padded with leading 1s to the output's rank; each
+//     input dim is 1 or equals the output dim. attrs.shape = output shape.
+//   tile: in[0] is padded to the output's rank; attrs.reps has one
+//     non-negative entry per output dim; out.dims[d] = in.dims[d] * reps[d].
+//   flip: attrs.axes are non-negative, sorted and unique (empty: none flip;
+//     the user's "empty = all" is expanded here).
+#include <algorithm>
+#include <limits>
+
 #include "ops/registry.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
+
+// Shape from dims, failing (naming the op) on rank or element-count overflow.
+Shape make_shape(const std::vector<int64_t>& dims, const std::string& op) {
+  if (dims.size() > static_cast<size_t>(kMaxRank))
+    fail(Code::kInvalidArgument, "[{}] result rank {} exceeds {}", op, dims.size(), kMaxRank);
+  return Shape::from(dims.data(), static_cast<int32_t>(dims.size()), op.c_str());
+}
 
 void infer_reshape(const OpDef& op, const TensorMeta* in, OpCall& call) {
   const auto& want = call.attrs.get_ints("shape");
@@ -21,6 +45,9 @@ void infer_reshape(const OpDef& op, const TensorMeta* in, OpCall& call) {
       fail(Code::kInvalidArgument, "[{}] dimension {} is negative ({})", op.name, i, want[i]);
     } else {
       out.push_back(want[i]);
+      if (want[i] != 0 && known > std::numeric_limits<int64_t>::max() / want[i])
+        fail(Code::kInvalidArgument, "[{}] shape {} has more elements than fit in int64", op.name,
+             AttrValue::of_ints(want).str());
       known *= want[i];
     }
   }
@@ -34,6 +61,56 @@ void infer_reshape(const OpDef& op, const TensorMeta* in, OpCall& call) {
     fail(Code::kInvalidArgument, "[{}] cannot reshape {} ({} elements) into {} ({} elements)", op.name,
          in[0].shape.str(), n, out.str(), known);
   }
+  call.out[0] = {in[0].dtype, out};
+  call.result[0] = out;
+  call.view = true;
+}
+
+void infer_expand_dims(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape& s = in[0].shape;
+  const auto& axes = call.attrs.get_ints("axes");
+  const int64_t rank = s.rank + static_cast<int64_t>(axes.size());
+  if (rank > kMaxRank) fail(Code::kInvalidArgument, "[{}] result rank {} exceeds {}", op.name, rank, kMaxRank);
+  bool is_new[kMaxRank] = {};
+  std::vector<int64_t> norm;
+  for (int64_t a : axes) {
+    const int32_t ax = normalize_axis(a, static_cast<int32_t>(rank), op.name.c_str());
+    if (is_new[ax]) fail(Code::kInvalidArgument, "[{}] axis {} appears twice in axes", op.name, a);
+    is_new[ax] = true;
+    norm.push_back(ax);
+  }
+  std::sort(norm.begin(), norm.end());
+  Shape out;
+  for (int i = 0, k = 0; i < rank; ++i) out.push_back(is_new[i] ? 1 : s.dims[k++]);
+  call.attrs.set("axes", AttrValue::of_ints(norm));
+  call.out[0] = {in[0].dtype, out};
+  call.result[0] = out;
+  call.view = true;
+}
+
+void infer_squeeze(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape& s = in[0].shape;
+  const auto& axes = call.attrs.get_ints("axes");
+  bool drop[kMaxRank] = {};
+  if (axes.empty()) {
+    for (int i = 0; i < s.rank; ++i) drop[i] = s.dims[i] == 1;
+  }
+  for (int64_t a : axes) {
+    if (s.rank == 0) fail(Code::kInvalidArgument, "[{}] axis {} is out of range for rank 0", op.name, a);
+    const int32_t ax = normalize_axis(a, s.rank, op.name.c_str());
+    if (drop[ax]) fail(Code::kInvalidArgument, "[{}] axis {} appears twice in axes", op.name, a);
+    if (s.dims[ax] != 1)
+      fail(Code::kInvalidArgument, "[{}] cannot squeeze axis {} of size {} in shape {}", op.name, a, s.dims[ax],
+           s.str());
+    drop[ax] = true;
+  }
+  std::vector<int64_t> norm;
+  Shape out;
+  for (int i = 0; i < s.rank; ++i) {
+    if (drop[i]) norm.push_back(i);
+    else out.push_back(s.dims[i]);
+  }
+  call.attrs.set("axes", AttrValue::of_ints(norm));
   call.out[0] = {in[0].dtype, out};
   call.result[0] = out;
   call.view = true;
@@ -60,15 +137,100 @@ void infer_transpose(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = out;
 }
 
+void infer_broadcast_to(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape& s = in[0].shape;
+  const auto& want = call.attrs.get_ints("shape");
+  for (size_t i = 0; i < want.size(); ++i)
+    if (want[i] < 0) fail(Code::kInvalidArgument, "[{}] dimension {} of shape is negative ({})", op.name, i, want[i]);
+  const Shape out = make_shape(want, op.name);
+  if (s.rank > out.rank)
+    fail(Code::kInvalidArgument, "[{}] cannot broadcast {} to {}: the target has fewer dims", op.name, s.str(),
+         out.str());
+  const Shape padded = pad_to_rank(s, out.rank);
+  for (int i = 0; i < out.rank; ++i)
+    if (padded.dims[i] != 1 && padded.dims[i] != out.dims[i])
+      fail(Code::kInvalidArgument, "[{}] cannot broadcast {} to {} (dim {}: {} vs {})", op.name, s.str(), out.str(),
+           i - (out.rank - s.rank), padded.dims[i], out.dims[i]);
+  call.in[0].shape = padded;
+  call.out[0] = {in[0].dtype, out};
+  call.result[0] = out;
+}
+
+void infer_tile(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape& s = in[0].shape;
+  std::vector<int64_t> reps = call.attrs.get_ints("reps");
+  for (size_t i = 0; i < reps.size(); ++i)
+    if (reps[i] < 0) fail(Code::kInvalidArgument, "[{}] reps[{}] is negative ({})", op.name, i, reps[i]);
+  if (reps.size() > static_cast<size_t>(kMaxRank))
+    fail(Code::kInvalidArgument, "[{}] reps has {} entries; at most {} dims are supported", op.name, reps.size(),
+         kMaxRank);
+  // numpy: the shorter of reps and the shape is padded with leading 1s.
+  const int32_t rank = std::max(s.rank, static_cast<int32_t>(reps.size()));
+  reps.insert(reps.begin(), static_cast<size_t>(rank) - reps.size(), 1);
+  const Shape padded = pad_to_rank(s, rank);
+  std::vector<int64_t> dims(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) {
+    if (__builtin_mul_overflow(padded.dims[i], reps[i], &dims[i]))
+      fail(Code::kInvalidArgument, "[{}] tiling {} by {} overflows int64", op.name, s.str(),
+           AttrValue::of_ints(reps).str());
+  }
+  const Shape out = make_shape(dims, op.name);
+  call.attrs.set("reps", AttrValue::of_ints(reps));
+  call.in[0].shape = padded;
+  call.out[0] = {in[0].dtype, out};
+  call.result[0] = out;
+}
+
+void infer_flip(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const Shape& s = in[0].shape;
+  const auto& axes = call.attrs.get_ints("axes");
+  bool flip[kMaxRank] = {};
+  if (axes.empty())
+    for (int i = 0; i < s.rank; ++i) flip[i] = true;
+  for (int64_t a : axes) {
+    if (s.rank == 0) fail(Code::kInvalidArgument, "[{}] axis {} is out of range for rank 0", op.name, a);
+    const int32_t ax = normalize_axis(a, s.rank, op.name.c_str());
+    if (flip[ax]) fail(Code::kInvalidArgument, "[{}] axis {} appears twice in axes", op.name, a);
+    flip[ax] = true;
+  }
+  std::vector<int64_t> norm;
+  for (int i = 0; i < s.rank; ++i)
+    if (flip[i]) norm.push_back(i);
+  call.attrs.set("axes", AttrValue::of_ints(norm));
+  call.out[0] = in[0];
+  call.result[0] = s;
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
   const std::vector<DType> all = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                   SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};
-  r.add(OpDef{"reshape", {"x"}, {"y"}, {{"shape", AttrType::kInts, true, {}}}, all, infer_reshape,
-              "same data, new shape (one dim may be -1); returns a view"});
-  r.add(OpDef{"transpose", {"x"}, {"y"}, {{"perm", AttrType::kInts, false, AttrValue::of_ints({})}}, all,
-              infer_transpose, "permutes dims (reverses them when perm is empty)"});
+  const AttrValue none = AttrValue::of_ints({});
+  auto add = [&](const char* name, AttrSpec attr, InferFn infer, const char* doc) {
+    OpDef d;
+    d.name = name;
+    d.inputs = {"x"};
+    d.outputs = {"y"};
+    d.attrs = {std::move(attr)};
+    d.dtypes = all;
+    d.infer = infer;
+    d.doc = doc;
+    r.add(std::move(d));
+  };
+  add("reshape", {"shape", AttrType::kInts, true, {}}, infer_reshape,
+      "same data, new shape (one dim may be -1); returns a view");
+  add("expand_dims", {"axes", AttrType::kInts, true, {}}, infer_expand_dims,
+      "inserts size-1 dims at axes (an int or ints, positions in the result); returns a view");
+  add("squeeze", {"axes", AttrType::kInts, false, none}, infer_squeeze,
+      "removes size-1 dims (every one when axes is empty); returns a view");
+  add("transpose", {"perm", AttrType::kInts, false, none}, infer_transpose,
+      "permutes dims (reverses them when perm is empty)");
+  add("broadcast_to", {"shape", AttrType::kInts, true, {}}, infer_broadcast_to,
+      "repeats x along size-1 and missing leading dims to reach shape (numpy rules)");
+  add("tile", {"reps", AttrType::kInts, true, {}}, infer_tile, "repeats x reps[d] times along each dim (numpy.tile)");
+  add("flip", {"axes", AttrType::kInts, false, none}, infer_flip,
+      "reverses the order of elements along axes (all when empty)");
 }
 
 SPORA_OP_FAMILY(register_layout_ops);

@@ -97,7 +97,7 @@ def _softmax(x, a):
     if v.ndim == 0:
         return [np.ones_like(v)]
     ax = a.get("axis", -1)
-    e = np.exp(v - v.max(axis=ax, keepdims=True))
+    e = np.exp(v - v.max(axis=ax, keepdims=True, initial=-np.inf))
     return [e / e.sum(axis=ax, keepdims=True)]
 
 
