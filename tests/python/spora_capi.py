@@ -104,6 +104,24 @@ _PROTOTYPES = {
     "spora_op_name": (_status, [_size, P(_cstr)]),
     "spora_op_schema": (_status, [_cstr, P(_cstr)]),
     "spora_op_call": (_status, [_cstr, _vp, P(_vp), _size, _vp, P(_vp), _size]),
+    "spora_op_gradient": (_status, [_cstr, P(_i32), P(_i32)]),
+    "spora_graph_create": (_status, [_cstr, P(_vp)]),
+    "spora_graph_free": (_status, [_vp]),
+    "spora_graph_add_input": (_status, [_vp, _cstr, ctypes.c_int, P(_i64), _i32, P(_i64)]),
+    "spora_graph_add_weight": (_status, [_vp, _cstr, ctypes.c_int, P(_i64), _i32, P(_i64)]),
+    "spora_graph_add_constant": (_status, [_vp, _vp, P(_i64)]),
+    "spora_graph_add_op": (_status, [_vp, _cstr, P(_i64), _size, _vp, _cstr, _i32, P(_i64), _size, P(_size)]),
+    "spora_graph_set_outputs": (_status, [_vp, P(_i64), _size]),
+    "spora_graph_outputs": (_status, [_vp, P(_i64), _size, P(_size)]),
+    "spora_graph_value_type": (_status, [_vp, _i64, P(ctypes.c_int), P(_i64), _i32, P(_i32)]),
+    "spora_graph_to_text": (_status, [_vp, P(_cstr)]),
+    "spora_graph_to_json": (_status, [_vp, P(_cstr)]),
+    "spora_graph_from_json": (_status, [_cstr, _size, P(_vp)]),
+    "spora_graph_grad": (_status, [_vp, P(_i64), _size, _size, P(_vp)]),
+    "spora_graph_compile": (_status, [_vp, _vp, P(_vp)]),
+    "spora_executable_free": (_status, [_vp]),
+    "spora_executable_run": (_status, [_vp, P(_vp), _size, P(_vp), _size]),
+    "spora_executable_memory": (_status, [_vp, P(ctypes.c_uint64), P(ctypes.c_uint64)]),
 }
 
 
@@ -423,3 +441,141 @@ def op_call(op, inputs, attrs=None, num_outputs=1, device=None):
 def run(op, *inputs, **attrs):
     """One-output convenience: run(op, t1, t2, axis=1) -> Tensor."""
     return op_call(op, list(inputs), attrs or None)[0]
+
+
+# -- graphs -----------------------------------------------------------------
+def op_gradient(op):
+    """(has_rule, differentiable) for `op`."""
+    h, d = _i32(), _i32()
+    call("spora_op_gradient", op.encode(), ctypes.byref(h), ctypes.byref(d))
+    return bool(h.value), bool(d.value)
+
+
+class Graph:
+    """An owned spora_graph_t; values are the C API's int64 value ids."""
+
+    def __init__(self, name="main", handle=None):
+        if handle is None:
+            h = _vp()
+            call("spora_graph_create", name.encode(), ctypes.byref(h))
+            handle = h.value
+        self.handle = handle
+        self.params = []  # (value, kind) in creation order: what run() binds
+
+    def _leaf(self, fn, name, dtype, shape):
+        dims = (_i64 * max(len(shape), 1))(*shape)
+        v = _i64()
+        call(fn, self.handle, name.encode(), dtype, dims, len(shape), ctypes.byref(v))
+        self.params.append(v.value)
+        return v.value
+
+    def input(self, name, dtype, shape):
+        return self._leaf("spora_graph_add_input", name, dtype, shape)
+
+    def weight(self, name, dtype, shape):
+        return self._leaf("spora_graph_add_weight", name, dtype, shape)
+
+    def constant(self, tensor):
+        v = _i64()
+        call("spora_graph_add_constant", self.handle, tensor.handle, ctypes.byref(v))
+        return v.value
+
+    def op(self, op, inputs, attrs=None, file=None, line=0, capacity=16):
+        owned = None
+        if isinstance(attrs, dict):
+            owned = attrs = Attrs(attrs)
+        try:
+            arr = (_i64 * max(len(inputs), 1))(*inputs)
+            outs = (_i64 * capacity)()
+            n = _size()
+            call("spora_graph_add_op", self.handle, op.encode(), arr, len(inputs),
+                 attrs.handle if attrs is not None else None, file.encode() if file else None, line, outs,
+                 capacity, ctypes.byref(n))
+            return [outs[i] for i in range(n.value)]
+        finally:
+            if owned is not None:
+                owned.free()
+
+    def set_outputs(self, values):
+        arr = (_i64 * max(len(values), 1))(*values)
+        call("spora_graph_set_outputs", self.handle, arr, len(values))
+
+    def outputs(self):
+        n = _size()
+        call("spora_graph_outputs", self.handle, None, 0, ctypes.byref(n))
+        arr = (_i64 * max(n.value, 1))()
+        call("spora_graph_outputs", self.handle, arr, n.value, ctypes.byref(n))
+        return [arr[i] for i in range(n.value)]
+
+    def value_type(self, v):
+        dt, nd = ctypes.c_int(), _i32()
+        dims = (_i64 * MAX_NDIM)()
+        call("spora_graph_value_type", self.handle, v, ctypes.byref(dt), dims, MAX_NDIM, ctypes.byref(nd))
+        return dt.value, tuple(dims[i] for i in range(nd.value))
+
+    def text(self):
+        s = _cstr()
+        call("spora_graph_to_text", self.handle, ctypes.byref(s))
+        return s.value.decode()
+
+    def json(self):
+        s = _cstr()
+        call("spora_graph_to_json", self.handle, ctypes.byref(s))
+        return s.value.decode()
+
+    @staticmethod
+    def from_json(text):
+        b = text.encode()
+        h = _vp()
+        call("spora_graph_from_json", b, len(b), ctypes.byref(h))
+        return Graph(handle=h.value)
+
+    def grad(self, wrt, output=0):
+        arr = (_i64 * max(len(wrt), 1))(*wrt)
+        h = _vp()
+        call("spora_graph_grad", self.handle, arr, len(wrt), output, ctypes.byref(h))
+        g = Graph(handle=h.value)
+        g.params = list(self.params)
+        return g
+
+    def compile(self, device):
+        h = _vp()
+        call("spora_graph_compile", self.handle, device.handle, ctypes.byref(h))
+        return Executable(h.value)
+
+    def free(self):
+        if self.handle:
+            h, self.handle = self.handle, None
+            call("spora_graph_free", h)
+
+    def __del__(self):
+        try:
+            if self.handle:
+                lib.spora_graph_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+class Executable:
+    def __init__(self, handle):
+        self.handle = handle
+
+    def run(self, params, num_outputs):
+        arr = (_vp * max(len(params), 1))(*[t.handle if t is not None else None for t in params])
+        outs = (_vp * max(num_outputs, 1))()
+        call("spora_executable_run", self.handle, arr, len(params), outs, num_outputs)
+        return [Tensor(outs[i]) for i in range(num_outputs)]
+
+    def memory(self):
+        p, n = ctypes.c_uint64(), ctypes.c_uint64()
+        call("spora_executable_memory", self.handle, ctypes.byref(p), ctypes.byref(n))
+        return p.value, n.value
+
+    def __del__(self):
+        try:
+            if self.handle:
+                lib.spora_executable_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass

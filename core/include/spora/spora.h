@@ -248,6 +248,9 @@ SPORA_API spora_status_t spora_graph_add_op(spora_graph_t* graph, const char* op
                                             int32_t line, spora_value_t* outputs, size_t capacity,
                                             size_t* num_outputs);
 SPORA_API spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count);
+/* The graph's outputs: writes min(count, capacity) values and the count. */
+SPORA_API spora_status_t spora_graph_outputs(const spora_graph_t* graph, spora_value_t* values, size_t capacity,
+                                             size_t* count);
 /* dtype and shape of a value (dims: capacity entries). */
 SPORA_API spora_status_t spora_graph_value_type(const spora_graph_t* graph, spora_value_t value, spora_dtype_t* dtype,
                                                 int64_t* dims, int32_t capacity, int32_t* ndim);

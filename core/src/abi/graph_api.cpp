@@ -116,6 +116,16 @@ spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t
   });
 }
 
+spora_status_t spora_graph_outputs(const spora_graph_t* graph, spora_value_t* values, size_t capacity, size_t* count) {
+  return guard([&] {
+    need(graph, "spora_graph_outputs", "graph");
+    const auto& outs = graph->g.outputs();
+    if (capacity) need(values, "spora_graph_outputs", "values");
+    for (size_t i = 0; i < outs.size() && i < capacity; ++i) values[i] = encode(outs[i]);
+    if (count) *count = outs.size();
+  });
+}
+
 spora_status_t spora_graph_value_type(const spora_graph_t* graph, spora_value_t value, spora_dtype_t* dtype,
                                       int64_t* dims, int32_t capacity, int32_t* ndim) {
   return guard([&] {
