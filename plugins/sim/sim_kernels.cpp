@@ -42,6 +42,28 @@ spora_plugin_error_t* operand(const Kernel& k, const Arena& arena, spora_devptr_
   return arena.translate(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), bytes, label.c_str(), out);
 }
 
+// Ops listed in SPORA_SIM_DISABLE_OPS (comma-separated) report "no kernel",
+// so tests can exercise the host's decomposition and fallback paths the
+// way a vendor device with a partial op set would.
+bool disabled(const std::string& op) {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v;
+    const std::string list = config_string("sim.disable_ops");
+    size_t start = 0;
+    while (start <= list.size()) {
+      const size_t comma = list.find(',', start);
+      const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!item.empty()) v.push_back(item);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return v;
+  }();
+  for (const auto& o : ops)
+    if (o == op) return true;
+  return false;
+}
+
 }  // namespace
 
 const char* const* kernel_ops() {
@@ -71,6 +93,9 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     auto kernel = std::make_shared<Kernel>();
     kernel->device = device;
     kernel->op = desc->op ? desc->op : "(null)";
+    if (desc->op && disabled(desc->op))
+      return make_error(SPORA_PLUGIN_UNIMPLEMENTED,
+                        std::string("[sim] ") + desc->op + " is disabled by SPORA_SIM_DISABLE_OPS");
     // plan_kernel's message already says what is unsupported or malformed.
     if (auto* err = spora::plugin::plan_kernel(desc, &kernel->plan)) return err;
     const size_t workspace = kernel->plan.workspace;

@@ -56,6 +56,17 @@ spora_plugin_error_t* config_uint(const char* key, uint64_t fallback, uint64_t m
 
 }  // namespace
 
+std::string config_string(const char* key) {
+  const spora_host_services_t* svc = services();
+  if (!SPORA_STRUCT_HAS(svc, spora_host_services_t, config_get) || !svc->config_get) return {};
+  const int64_t len = svc->config_get(svc->ctx, key, nullptr, 0);
+  if (len <= 0) return {};
+  std::string out(static_cast<size_t>(len) + 1, '\0');
+  svc->config_get(svc->ctx, key, out.data(), out.size());
+  out.resize(static_cast<size_t>(len));
+  return out;
+}
+
 void host_log(int32_t level, const std::string& message) {
   const spora_host_services_t* svc = services();
   if (SPORA_STRUCT_HAS(svc, spora_host_services_t, log) && svc->log) {

@@ -76,6 +76,8 @@ extern std::atomic<const spora_host_t*> g_host;
 
 // Sends a message to the host's log sink, if it has one.
 void host_log(int32_t level, const std::string& message);
+// A string config value ("" when unset).
+std::string config_string(const char* key);
 
 // Reads the config and builds the state (initialize), or tears it down
 // (shutdown: joins every stream, unmaps the arenas).

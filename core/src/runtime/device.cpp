@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "runtime/plugin_library.h"
+#include "runtime/tensor.h"
 #include "support/error.h"
 #include "support/log.h"
 
@@ -184,11 +185,19 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
 }
 
 void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs) {
-  spora_devptr_t ws = nullptr;
-  if (k.workspace > 0) ws = alloc(k.workspace);
-  spora_plugin_error_t* err = api_->kernel_launch(k.kernel, inputs, outputs, ws, stream());
-  if (ws) free(ws);
-  throw_if_error(err, "[" + k.op->name + "] on " + name_);
+  spora_stream_t* s = stream();
+  if (k.workspace == 0) {
+    throw_if_error(api_->kernel_launch(k.kernel, inputs, outputs, nullptr, s), "[" + k.op->name + "] on " + name_);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(workspace_mu_);
+  // Growing frees the old buffer; plugins defer frees past queued work.
+  if (!workspace_ || workspace_->bytes() < k.workspace) {
+    workspace_.reset();
+    workspace_ = std::make_shared<Buffer>(this, k.workspace);
+  }
+  throw_if_error(api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s),
+                 "[" + k.op->name + "] on " + name_);
 }
 
 }  // namespace spora

@@ -15,6 +15,7 @@
 namespace spora {
 
 class PluginRecord;
+class Buffer;
 
 // A planned kernel with the descriptor it was planned from. Shared: the
 // device's cache and every execution plan using it hold a reference, so the
@@ -71,6 +72,11 @@ class Device {
   std::mutex mu_;
   spora_stream_t* stream_ = nullptr;
   std::unordered_multimap<uint64_t, std::shared_ptr<KernelEntry>> kernels_;
+  // Kernel scratch memory, grown on demand and reused: fresh pages for a
+  // 50 MB conv workspace cost more than the conv's reorders. Launches that
+  // use it hold workspace_mu_ (cpu kernels run inside launch).
+  std::mutex workspace_mu_;
+  std::shared_ptr<Buffer> workspace_;
   uint64_t clock_ = 0;
 };
 

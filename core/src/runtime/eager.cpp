@@ -1,5 +1,6 @@
 #include "runtime/eager.h"
 
+#include "runtime/fallback.h"
 #include "support/error.h"
 
 namespace spora {
@@ -33,7 +34,17 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
     outputs[0] = std::move(v);
     return;
   }
-  const KernelRef k = device->kernel(op, call);
+  KernelRef k;
+  try {
+    k = device->kernel(op, call);
+  } catch (const Error& e) {
+    if (e.code() != Code::kUnimplemented) throw;
+    // The call is thread-local scratch that the fallback's own eager calls
+    // reuse: hand it a copy.
+    const OpCall saved = call;
+    eager_fallback(op, device, inputs, num_inputs, saved, outputs, e.what());
+    return;
+  }
   spora_devptr_t in_ptrs[kMaxOpInputs], out_ptrs[kMaxOpOutputs];
   for (int i = 0; i < num_inputs; ++i) in_ptrs[i] = inputs[i]->data();
   Tensor outs[kMaxOpOutputs];

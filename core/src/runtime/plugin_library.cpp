@@ -139,6 +139,18 @@ PluginRecord* PluginRecord::open(const std::string& path) {
   return rec;
 }
 
+PluginRecord* PluginRecord::find_ready(const std::string& name) {
+  std::vector<PluginRecord*> candidates;
+  {
+    std::lock_guard<std::mutex> lock(g_registry_mu);
+    for (const auto& [path, rec] : registry())
+      if (rec->loaded_ && rec->name_ == name && rec->device_api_) candidates.push_back(rec);
+  }
+  for (PluginRecord* rec : candidates)
+    if (rec->ensure_ready()) return rec;
+  return nullptr;
+}
+
 void PluginRecord::fail(std::string why) {
   loaded_ = false;
   reason_ = "[loader] " + file_ + ": " + why;

@@ -18,6 +18,9 @@ class PluginRecord {
   // Loads (or returns the already loaded) plugin at `path`. Never throws for
   // a bad plugin: the failure is recorded in the result.
   static PluginRecord* open(const std::string& path);
+  // A loaded, initialised device plugin of this name, if any context has
+  // loaded one (the host fallback uses "cpu").
+  static PluginRecord* find_ready(const std::string& name);
 
   const std::string& path() const { return path_; }
   const std::string& name() const { return name_; }
