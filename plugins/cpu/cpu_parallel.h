@@ -7,6 +7,7 @@
 // thread.
 #pragma once
 #include <omp.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -27,10 +28,17 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     return;
   }
   const int64_t chunks = std::min<int64_t>(threads, (n + grain - 1) / grain);
+  // Workers run with the caller's floating-point mode (the launch's
+  // flush-to-zero), restoring their own after: the OpenMP pool is shared
+  // with the rest of the process.
+  const unsigned csr = _mm_getcsr();
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
   for (int64_t c = 0; c < chunks; ++c) {
+    const unsigned saved = _mm_getcsr();
+    _mm_setcsr(csr);
     const int64_t begin = n * c / chunks, end = n * (c + 1) / chunks;
     fn(begin, end);
+    _mm_setcsr(saved);
   }
 }
 

@@ -261,6 +261,13 @@ SPORA_API spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** 
 /* Parses and verifies a graph written by spora_graph_to_json. */
 SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out);
 
+/* Runs the optimisation passes of `level` (0 none, 1: dce, cse,
+ * algebraic_simplify, constant_folding; 2: more) on the graph in place.
+ * SPORA_DUMP_IR=<dir> writes the IR before and after every pass. Values of
+ * the graph before optimising are not valid afterwards (use
+ * spora_graph_outputs). */
+SPORA_API spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t level);
+
 /* Reverse-mode autodiff as a graph transform (value_and_grad): returns a new
  * graph whose outputs are `graph`'s outputs followed by the gradient of
  * output `output` (summed first if not a scalar) with respect to each of

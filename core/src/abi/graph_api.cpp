@@ -5,6 +5,7 @@
 #include "autodiff/grad.h"
 #include "ir/printer.h"
 #include "ir/serialize.h"
+#include "passes/pass.h"
 #include "sched/executor.h"
 
 struct spora_graph {
@@ -162,6 +163,15 @@ spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_
     need(json, "spora_graph_from_json", "json");
     need(out, "spora_graph_from_json", "out");
     *out = new spora_graph{spora::ir::from_json(std::string(json, size)), {}};
+  });
+}
+
+spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t level) {
+  return guard([&] {
+    need(graph, "spora_graph_optimize", "graph");
+    spora::ir::Graph g = graph->g;  // optimise a copy: a failing pass leaves the graph as it was
+    spora::passes::optimize(g, level);
+    graph->g = std::move(g);
   });
 }
 
