@@ -122,6 +122,8 @@ _PROTOTYPES = {
     "spora_executable_free": (_status, [_vp]),
     "spora_executable_run": (_status, [_vp, P(_vp), _size, P(_vp), _size]),
     "spora_executable_memory": (_status, [_vp, P(ctypes.c_uint64), P(ctypes.c_uint64)]),
+    "spora_graph_run_eager": (_status, [_vp, _vp, P(_vp), _size, P(_vp), _size]),
+    "spora_graph_optimize": (_status, [_vp, _i32]),
 }
 
 
@@ -537,6 +539,15 @@ class Graph:
         g = Graph(handle=h.value)
         g.params = list(self.params)
         return g
+
+    def optimize(self, level=1):
+        call("spora_graph_optimize", self.handle, level)
+
+    def run_eager(self, device, params, num_outputs):
+        arr = (_vp * max(len(params), 1))(*[t.handle if t is not None else None for t in params])
+        outs = (_vp * max(num_outputs, 1))()
+        call("spora_graph_run_eager", self.handle, device.handle, arr, len(params), outs, num_outputs)
+        return [Tensor(outs[i]) for i in range(num_outputs)]
 
     def compile(self, device):
         h = _vp()

@@ -285,6 +285,12 @@ SPORA_API spora_status_t spora_executable_free(spora_executable_t* exe);
  * (`num_params` must match); writes one new tensor per graph output. */
 SPORA_API spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params,
                                               size_t num_params, spora_tensor_t** outputs, size_t num_outputs);
+/* Runs the graph op by op through eager dispatch on `device` (no compile,
+ * no memory plan): PyNative execution of a graph, for debugging and for
+ * comparing with the compiled plan. Same bindings as spora_executable_run. */
+SPORA_API spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t* device,
+                                               spora_tensor_t* const* params, size_t num_params,
+                                               spora_tensor_t** outputs, size_t num_outputs);
 /* Bytes of the planned intermediate arena, and of all intermediate and
  * output tensors without reuse. */
 SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);

@@ -226,6 +226,30 @@ spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* con
   });
 }
 
+spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t* device, spora_tensor_t* const* params,
+                                     size_t num_params, spora_tensor_t** outputs, size_t num_outputs) {
+  return guard([&] {
+    need(graph, "spora_graph_run_eager", "graph");
+    spora::Device* d = from_handle(need(device, "spora_graph_run_eager", "device"));
+    if (num_params) need(params, "spora_graph_run_eager", "params");
+    if (num_outputs != graph->g.outputs().size())
+      fail(Code::kInvalidArgument, "[graph {}] has {} outputs, caller asked for {}", graph->g.name(),
+           graph->g.outputs().size(), num_outputs);
+    if (num_outputs) need(outputs, "spora_graph_run_eager", "outputs");
+    std::vector<const spora::Tensor*> in;
+    for (size_t i = 0; i < num_params; ++i) in.push_back(params[i] ? &params[i]->t : nullptr);
+    std::vector<spora::Tensor> outs = spora::sched::run_eager(graph->g, d, in);
+    std::vector<spora_tensor_t*> handles;
+    try {
+      for (auto& t : outs) handles.push_back(new spora_tensor{std::move(t)});
+    } catch (...) {
+      for (auto* h : handles) delete h;
+      throw;
+    }
+    for (size_t i = 0; i < handles.size(); ++i) outputs[i] = handles[i];
+  });
+}
+
 spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive) {
   return guard([&] {
     need(exe, "spora_executable_memory", "exe");

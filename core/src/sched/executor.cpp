@@ -3,6 +3,7 @@
 #include <map>
 
 #include "ir/verifier.h"
+#include "runtime/eager.h"
 #include "sched/memory_plan.h"
 #include "support/error.h"
 
@@ -194,6 +195,61 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
     if (src != outputs[i].data() && outputs[i].nbytes()) device_->copy_d2d(outputs[i].data(), src, outputs[i].nbytes());
   }
   return outputs;
+}
+
+std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+  const auto& nodes = graph.nodes();
+  std::vector<std::vector<Tensor>> values(nodes.size());
+  std::vector<int64_t> last_use(nodes.size(), -1);
+  for (size_t id = 0; id < nodes.size(); ++id)
+    for (const ir::Value& v : nodes[id].inputs) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(id);
+  for (const ir::Value& v : graph.outputs()) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(nodes.size());
+  size_t next_param = 0;
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const ir::Node& n = nodes[id];
+    switch (n.kind) {
+      case ir::NodeKind::kInput:
+      case ir::NodeKind::kWeight: {
+        if (next_param >= params.size() || !params[next_param])
+          fail(Code::kInvalidArgument, "[graph {}] {} '{}' is not bound", graph.name(), node_kind_name(n.kind), n.name);
+        const Tensor& t = *params[next_param++];
+        if (t.dtype != n.outputs[0].dtype || t.shape != n.outputs[0].shape)
+          fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}, got {} {}", graph.name(),
+               node_kind_name(n.kind), n.name, dtype_name(n.outputs[0].dtype), n.outputs[0].shape.str(),
+               dtype_name(t.dtype), t.shape.str());
+        values[id] = {t};
+        break;
+      }
+      case ir::NodeKind::kConstant:
+        values[id] = {tensor_from_host(device, n.outputs[0].dtype, n.outputs[0].shape, n.data->data(), n.data->size())};
+        break;
+      case ir::NodeKind::kApply: {
+        std::vector<const Tensor*> in;
+        for (const ir::Value& v : n.inputs)
+          in.push_back(&values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+        values[id].resize(n.outputs.size());
+        try {
+          eager_call(*n.op, device, in.data(), static_cast<int>(in.size()), n.attrs, values[id].data(),
+                     static_cast<int>(n.outputs.size()));
+        } catch (const Error& e) {
+          node_error(n, e.code(), e.what());
+        }
+        break;
+      }
+      default:
+        node_error(n, Code::kUnimplemented,
+                   fmt::format("[{}] control flow sub-graphs are not yet executable", ir::node_kind_name(n.kind)));
+    }
+    // Like any eager runtime, release a value after its last reader.
+    for (const ir::Value& v : n.inputs)
+      if (last_use[static_cast<size_t>(v.node)] == static_cast<int64_t>(id)) values[static_cast<size_t>(v.node)].clear();
+  }
+  if (next_param != params.size())
+    fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph.name(), next_param,
+         params.size());
+  std::vector<Tensor> out;
+  for (const ir::Value& v : graph.outputs()) out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  return out;
 }
 
 }  // namespace spora::sched

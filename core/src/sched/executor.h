@@ -42,4 +42,7 @@ class Executable {
   std::vector<std::vector<Slot>> slots_;
 };
 
+// Runs `graph` node by node with eager dispatch (no plan, no arena).
+std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
+
 }  // namespace spora::sched
