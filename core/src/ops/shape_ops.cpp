@@ -241,7 +241,10 @@ void infer_strided_slice(const OpDef& op, const TensorMeta* in, OpCall& call) {
     int64_t first, stop, count;
     python_slice(begin[k], end[k], step, s.dims[d], &first, &stop, &count);
     b.push_back(count > 0 ? first : 0);
-    e.push_back(count > 0 ? stop : 0);
+    // A negative stride running through index 0 stops at -1, which would
+    // read back as dim-1: store it as -(dim+1) so re-inference (the verifier,
+    // JSON loading) gives the same slice.
+    e.push_back(count > 0 ? (stop < 0 ? -(s.dims[d] + 1) : stop) : 0);
     st.push_back(step);
     out.push_back(count);
   }
