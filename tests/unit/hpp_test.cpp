@@ -95,3 +95,33 @@ TEST(Hpp, UnknownDeviceNamesTheBackendAndTheFix) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_P(HppTest, GraphModeBuildsDifferentiatesAndRuns) {
+  auto d = dev();
+  spora::Graph g("quad");
+  const auto x = g.input("x", SPORA_DTYPE_F64, {3});
+  const auto y = g.op("mul", {x, x}, nullptr, "model.cpp", 7);
+  g.set_outputs({g.op("sum", {y})});
+  EXPECT_NE(g.text().find("# model.cpp:7"), std::string::npos);
+  spora::Graph gg = g.grad({x});  // value_and_grad of sum(x*x)
+  gg.optimize(1);
+  auto exe = gg.compile(d);
+  auto in = spora::Tensor::from<double>(d, {3}, {1, -2, 3});
+  auto out = exe.run({&in}, 2);
+  EXPECT_EQ(out[0].read<double>(), std::vector<double>{14});
+  EXPECT_EQ(out[1].read<double>(), (std::vector<double>{2, -4, 6}));
+  // JSON round trip keeps the graph runnable.
+  auto again = spora::Graph::from_json(gg.json()).compile(d).run({&in}, 2);
+  EXPECT_EQ(again[1].read<double>(), (std::vector<double>{2, -4, 6}));
+  try {
+    const auto z = g.input("z", SPORA_DTYPE_F64, {4});
+    g.op("add", {x, z}, nullptr, "model.cpp", 9);
+    FAIL();
+  } catch (const spora::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("(model.cpp:9)"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace

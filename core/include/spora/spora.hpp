@@ -240,6 +240,126 @@ inline Tensor op(const char* name, std::initializer_list<const Tensor*> inputs, 
   return std::move(call(name, inputs, attrs, 1).front());
 }
 
+class Executable;
+
+// A graph under construction (graph mode). Values are spora_value_t ids.
+class Graph {
+ public:
+  explicit Graph(const char* name = "main") { check(spora_graph_create(name, &g_)); }
+  explicit Graph(spora_graph_t* g) noexcept : g_(g) {}
+  ~Graph() { spora_graph_free(g_); }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  Graph(Graph&& o) noexcept : g_(std::exchange(o.g_, nullptr)) {}
+  Graph& operator=(Graph&& o) noexcept {
+    std::swap(g_, o.g_);
+    return *this;
+  }
+  spora_graph_t* get() const noexcept { return g_; }
+
+  spora_value_t input(const char* name, spora_dtype_t dtype, const std::vector<int64_t>& shape) {
+    spora_value_t v;
+    check(spora_graph_add_input(g_, name, dtype, shape.data(), static_cast<int32_t>(shape.size()), &v));
+    return v;
+  }
+  spora_value_t weight(const char* name, spora_dtype_t dtype, const std::vector<int64_t>& shape) {
+    spora_value_t v;
+    check(spora_graph_add_weight(g_, name, dtype, shape.data(), static_cast<int32_t>(shape.size()), &v));
+    return v;
+  }
+  spora_value_t constant(const Tensor& t) {
+    spora_value_t v;
+    check(spora_graph_add_constant(g_, t.get(), &v));
+    return v;
+  }
+  // All outputs of `op`; `file`/`line` are the user's source location.
+  std::vector<spora_value_t> ops(const char* op, const std::vector<spora_value_t>& inputs,
+                                 const Attrs* attrs = nullptr, const char* file = nullptr, int32_t line = 0) {
+    std::vector<spora_value_t> out(16);
+    size_t n = 0;
+    check(spora_graph_add_op(g_, op, inputs.data(), inputs.size(), attrs ? attrs->get() : nullptr, file, line,
+                             out.data(), out.size(), &n));
+    out.resize(n);
+    return out;
+  }
+  spora_value_t op(const char* op, const std::vector<spora_value_t>& inputs, const Attrs* attrs = nullptr,
+                   const char* file = nullptr, int32_t line = 0) {
+    return ops(op, inputs, attrs, file, line).at(0);
+  }
+  void set_outputs(const std::vector<spora_value_t>& values) {
+    check(spora_graph_set_outputs(g_, values.data(), values.size()));
+  }
+  std::vector<spora_value_t> outputs() const {
+    size_t n = 0;
+    check(spora_graph_outputs(g_, nullptr, 0, &n));
+    std::vector<spora_value_t> v(n);
+    check(spora_graph_outputs(g_, v.data(), n, &n));
+    return v;
+  }
+  std::string text() const {
+    const char* s;
+    check(spora_graph_to_text(g_, &s));
+    return s;
+  }
+  std::string json() const {
+    const char* s;
+    check(spora_graph_to_json(g_, &s));
+    return s;
+  }
+  static Graph from_json(const std::string& text) {
+    spora_graph_t* g;
+    check(spora_graph_from_json(text.data(), text.size(), &g));
+    return Graph(g);
+  }
+  void optimize(int32_t level = 1) { check(spora_graph_optimize(g_, level)); }
+  // value_and_grad: outputs of this graph, then d(output `output`)/d(wrt...).
+  Graph grad(const std::vector<spora_value_t>& wrt, size_t output = 0) const {
+    spora_graph_t* g;
+    check(spora_graph_grad(g_, wrt.data(), wrt.size(), output, &g));
+    return Graph(g);
+  }
+  inline Executable compile(Device device) const;
+
+ private:
+  spora_graph_t* g_ = nullptr;
+};
+
+// A graph compiled for one device.
+class Executable {
+ public:
+  explicit Executable(spora_executable_t* e) noexcept : e_(e) {}
+  ~Executable() { spora_executable_free(e_); }
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+  Executable(Executable&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+
+  // Binds every input and weight in creation order.
+  std::vector<Tensor> run(std::initializer_list<const Tensor*> params, size_t num_outputs) {
+    std::vector<spora_tensor_t*> in;
+    for (const Tensor* t : params) in.push_back(t ? t->get() : nullptr);
+    std::vector<spora_tensor_t*> out(num_outputs, nullptr);
+    check(spora_executable_run(e_, in.data(), in.size(), out.data(), out.size()));
+    std::vector<Tensor> result;
+    for (auto* t : out) result.emplace_back(t);
+    return result;
+  }
+  // Planned arena bytes and the bytes without reuse.
+  std::pair<uint64_t, uint64_t> memory() const {
+    uint64_t p = 0, n = 0;
+    check(spora_executable_memory(e_, &p, &n));
+    return {p, n};
+  }
+
+ private:
+  spora_executable_t* e_ = nullptr;
+};
+
+inline Executable Graph::compile(Device device) const {
+  spora_executable_t* e;
+  check(spora_graph_compile(g_, device.get(), &e));
+  return Executable(e);
+}
+
 }  // namespace spora
 
 #endif  // SPORA_SPORA_HPP

@@ -130,7 +130,12 @@ V std_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy)
   const Shape in = b.meta(x[0]).shape;
   const auto& axes = n.attrs.get_ints("axes");
   const Value c = centered_over_denominator(b, n, x[0]);
-  return {mul(b, c, div(b, kept(b, dy[0], in, axes), kept(b, y[0], in, axes)))};
+  // Where std is 0 (a single element, or all equal) the centred values are
+  // 0 too: send 0 instead of 0/0.
+  const Value s = kept(b, y[0], in, axes);
+  const Value zero = b.scalar(0, b.meta(s).dtype);
+  const Value ratio = b.op("where", {b.op("equal", {s, zero}), zero, div(b, kept(b, dy[0], in, axes), s)});
+  return {mul(b, c, ratio)};
 }
 
 // The transpose of a running sum is the running sum in the other direction
