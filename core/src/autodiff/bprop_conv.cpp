@@ -19,13 +19,10 @@
 #include <algorithm>
 
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
-
-std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
 
 // The node's attributes without `drop`, plus `extra` (name, value) pairs.
 Attrs attrs_from(const Attrs& from, std::initializer_list<const char*> drop,

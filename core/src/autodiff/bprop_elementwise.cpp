@@ -4,19 +4,11 @@
 #include <cmath>
 
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
 
-using V = std::vector<Value>;
-
-DType dt(GradBuilder& b, Value v) { return b.meta(v).dtype; }
-Value mul(GradBuilder& b, Value x, Value y) { return b.op("mul", {x, y}); }
-Value add(GradBuilder& b, Value x, Value y) { return b.op("add", {x, y}); }
-Value sub(GradBuilder& b, Value x, Value y) { return b.op("sub", {x, y}); }
-Value div(GradBuilder& b, Value x, Value y) { return b.op("div", {x, y}); }
-Value neg(GradBuilder& b, Value x) { return b.op("neg", {x}); }
-Value k(GradBuilder& b, double v, Value like) { return b.scalar(v, dt(b, like)); }
 // where(cond, dy, 0)
 Value mask(GradBuilder& b, Value cond, Value dy) { return b.op("where", {cond, dy, k(b, 0, dy)}); }
 

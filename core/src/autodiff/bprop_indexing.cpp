@@ -5,40 +5,12 @@
 // back from where each update went (gather_nd with full coordinates).
 // one_hot is not differentiable (its input is integer).
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
 
-using V = std::vector<Value>;
 constexpr DType I64 = SPORA_DTYPE_I64;
-
-std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
-
-Shape shape_of(std::initializer_list<int64_t> d) {
-  Shape s;
-  for (int64_t v : d) s.push_back(v);
-  return s;
-}
-
-int64_t product(const Shape& s, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; ++i) p *= s.dims[i];
-  return p;
-}
-
-Value zeros(GradBuilder& b, DType dtype, const Shape& shape) {
-  Attrs a;
-  a.set("shape", AttrValue::of_ints(dims_of(shape)));
-  a.set("dtype", AttrValue::of_string(dtype_name(dtype)));
-  return b.op("zeros", {}, a);
-}
-
-Value cast(GradBuilder& b, Value v, DType to) {
-  if (b.meta(v).dtype == to) return v;
-  Attrs a;
-  a.set("dtype", AttrValue::of_string(dtype_name(to)));
-  return b.op("cast", {v}, a);
-}
 
 Value broadcast(GradBuilder& b, Value v, const Shape& to) {
   if (b.meta(v).shape == to) return v;

@@ -1,10 +1,9 @@
 // Gradient rules of layout ops: the adjoint undoes the data movement.
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
 
 V reshape_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
   return {b.reshape(dy[0], b.meta(x[0]).shape)};

@@ -1,10 +1,9 @@
 // Gradient rules of matmul and linear.
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
 
 Value matmul(GradBuilder& b, Value x, Value y, bool ta, bool tb) {
   Attrs a;

@@ -1,10 +1,9 @@
 // Gradient rules of softmax-family ops.
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
 
 V softmax_bp(GradBuilder& b, const ir::Node& n, const V&, const V& y, const V& dy) {
   Attrs a;

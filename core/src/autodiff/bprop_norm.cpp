@@ -23,40 +23,12 @@
 #include <functional>
 
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 #include "autodiff/grad.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
-
-DType dt(GradBuilder& b, Value v) { return b.meta(v).dtype; }
-Value k(GradBuilder& b, double v, Value like) { return b.scalar(v, dt(b, like)); }
-Value add(GradBuilder& b, Value x, Value y) { return b.op("add", {x, y}); }
-Value sub(GradBuilder& b, Value x, Value y) { return b.op("sub", {x, y}); }
-Value mul(GradBuilder& b, Value x, Value y) { return b.op("mul", {x, y}); }
-Value div(GradBuilder& b, Value x, Value y) { return b.op("div", {x, y}); }
-// x + y where either may be missing.
-Value add_opt(GradBuilder& b, Value x, Value y) {
-  if (!x.valid()) return y;
-  if (!y.valid()) return x;
-  return add(b, x, y);
-}
-
-std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
-
-Shape shape_of(std::initializer_list<int64_t> d) {
-  Shape s;
-  for (int64_t v : d) s.push_back(v);
-  return s;
-}
-
-int64_t product(const Shape& s, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; ++i) p *= s.dims[i];
-  return p;
-}
 
 Value cast(GradBuilder& b, Value v, DType to) {
   if (!v.valid() || dt(b, v) == to) return v;

@@ -2,11 +2,10 @@
 // have no differentiable inputs; dropout's adjoint is dy on the kept
 // elements scaled like the forward pass (dx = dy * mask / (1 - p)).
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
 
 V dropout_bp(GradBuilder& b, const ir::Node& n, const V&, const V& y, const V& dy) {
   if (!dy[0].valid()) return {Value{}};

@@ -1,11 +1,10 @@
 // Gradient rules of reductions: the adjoint is broadcast back over the
 // reduced axes.
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
 
 // The reduced output reshaped with its reduced dims kept as 1, then
 // broadcast to the input's shape.

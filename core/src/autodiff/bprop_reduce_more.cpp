@@ -12,17 +12,10 @@
 #include <algorithm>
 
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
-
-DType dt(GradBuilder& b, Value v) { return b.meta(v).dtype; }
-Value k(GradBuilder& b, double v, Value like) { return b.scalar(v, dt(b, like)); }
-Value mul(GradBuilder& b, Value x, Value y) { return b.op("mul", {x, y}); }
-Value sub(GradBuilder& b, Value x, Value y) { return b.op("sub", {x, y}); }
-Value div(GradBuilder& b, Value x, Value y) { return b.op("div", {x, y}); }
 
 Value cast(GradBuilder& b, Value v, DType to) {
   if (dt(b, v) == to) return v;

@@ -10,33 +10,11 @@
 #include <cstring>
 
 #include "autodiff/bprop.h"
+#include "autodiff/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
 namespace {
-
-using V = std::vector<Value>;
-
-std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
-
-Shape shape_of(std::initializer_list<int64_t> d) {
-  Shape s;
-  for (int64_t v : d) s.push_back(v);
-  return s;
-}
-
-int64_t product(const Shape& s, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; ++i) p *= s.dims[i];
-  return p;
-}
-
-Value zeros(GradBuilder& b, DType dtype, const Shape& shape) {
-  Attrs a;
-  a.set("shape", AttrValue::of_ints(dims_of(shape)));
-  a.set("dtype", AttrValue::of_string(dtype_name(dtype)));
-  return b.op("zeros", {}, a);
-}
 
 // Zero padding: pads holds (before, after) per dim.
 Value pad_zeros(GradBuilder& b, Value v, const std::vector<int64_t>& pads) {
