@@ -124,6 +124,8 @@ _PROTOTYPES = {
     "spora_executable_memory": (_status, [_vp, P(ctypes.c_uint64), P(ctypes.c_uint64)]),
     "spora_graph_run_eager": (_status, [_vp, _vp, P(_vp), _size, P(_vp), _size]),
     "spora_graph_optimize": (_status, [_vp, _i32]),
+    "spora_graph_add_if": (_status, [_vp, _i64, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
+    "spora_graph_add_while": (_status, [_vp, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
 }
 
 
@@ -497,6 +499,27 @@ class Graph:
         finally:
             if owned is not None:
                 owned.free()
+
+    def if_else(self, cond, then_graph, else_graph, inputs, file=None, line=0, capacity=16):
+        """spora_graph_add_if: the branches (Graphs) are copied in; returns
+        the node's outputs."""
+        arr = (_i64 * max(len(inputs), 1))(*inputs)
+        outs = (_i64 * capacity)()
+        n = _size()
+        call("spora_graph_add_if", self.handle, cond, then_graph.handle, else_graph.handle, arr, len(inputs),
+             file.encode() if file else None, line, outs, capacity, ctypes.byref(n))
+        return [outs[i] for i in range(n.value)]
+
+    def while_loop(self, cond_graph, body_graph, inputs, file=None, line=0, capacity=None):
+        """spora_graph_add_while: `inputs` are the initial loop-carried
+        values; returns their final values."""
+        capacity = len(inputs) if capacity is None else capacity
+        arr = (_i64 * max(len(inputs), 1))(*inputs)
+        outs = (_i64 * max(capacity, 1))()
+        n = _size()
+        call("spora_graph_add_while", self.handle, cond_graph.handle, body_graph.handle, arr, len(inputs),
+             file.encode() if file else None, line, outs, capacity, ctypes.byref(n))
+        return [outs[i] for i in range(n.value)]
 
     def set_outputs(self, values):
         arr = (_i64 * max(len(values), 1))(*values)

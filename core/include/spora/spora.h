@@ -247,6 +247,34 @@ SPORA_API spora_status_t spora_graph_add_op(spora_graph_t* graph, const char* op
                                             size_t num_inputs, const spora_attrs_t* attrs, const char* file,
                                             int32_t line, spora_value_t* outputs, size_t capacity,
                                             size_t* num_outputs);
+/* Control flow. The sub-graphs are copied into `graph` (changing or freeing
+ * them afterwards does not affect it). A sub-graph takes only inputs (no
+ * weights), bound by position, and returns its outputs
+ * (spora_graph_set_outputs).
+ *  if:    `cond` is a bool scalar of `graph`; `then_graph` and `else_graph`
+ *         each take the `num_inputs` values `inputs` (same types, in input
+ *         creation order) and return the same number and types of outputs,
+ *         which are the node's outputs.
+ *  while: `inputs` are the initial loop-carried values; `cond_graph` takes
+ *         them and returns one bool scalar; `body_graph` takes them and
+ *         returns their next values (same types). The node's outputs are
+ *         the values for which cond first returns false. A run fails with
+ *         SPORA_ERROR_ABORTED once a loop exceeds SPORA_MAX_WHILE_ITERATIONS
+ *         iterations (environment, default 1000000).
+ * At run time the condition is read back to the host. Mismatched types or
+ * counts are SPORA_ERROR_INVALID_ARGUMENT naming "[if]" / "[while]" and
+ * `file:line` (`file` may be NULL). Writes the node's outputs to `outputs`
+ * (`capacity` entries) and their count to `*num_outputs`. value_and_grad
+ * differentiates both (through a while loop by recomputing the iterations:
+ * O(N^2) body evaluations for N iterations). */
+SPORA_API spora_status_t spora_graph_add_if(spora_graph_t* graph, spora_value_t cond, const spora_graph_t* then_graph,
+                                            const spora_graph_t* else_graph, const spora_value_t* inputs,
+                                            size_t num_inputs, const char* file, int32_t line, spora_value_t* outputs,
+                                            size_t capacity, size_t* num_outputs);
+SPORA_API spora_status_t spora_graph_add_while(spora_graph_t* graph, const spora_graph_t* cond_graph,
+                                               const spora_graph_t* body_graph, const spora_value_t* inputs,
+                                               size_t num_inputs, const char* file, int32_t line,
+                                               spora_value_t* outputs, size_t capacity, size_t* num_outputs);
 SPORA_API spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count);
 /* The graph's outputs: writes min(count, capacity) values and the count. */
 SPORA_API spora_status_t spora_graph_outputs(const spora_graph_t* graph, spora_value_t* values, size_t capacity,

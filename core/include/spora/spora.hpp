@@ -286,6 +286,29 @@ class Graph {
                    const char* file = nullptr, int32_t line = 0) {
     return ops(op, inputs, attrs, file, line).at(0);
   }
+  // Control flow (spora_graph_add_if / spora_graph_add_while): the
+  // sub-graphs are copied in; returns the node's outputs.
+  std::vector<spora_value_t> if_else(spora_value_t cond, const Graph& then_graph, const Graph& else_graph,
+                                 const std::vector<spora_value_t>& inputs, const char* file = nullptr,
+                                 int32_t line = 0) {
+    size_t n = 0;
+    check(spora_graph_outputs(then_graph.g_, nullptr, 0, &n));
+    std::vector<spora_value_t> out(n ? n : 1);
+    check(spora_graph_add_if(g_, cond, then_graph.g_, else_graph.g_, inputs.data(), inputs.size(), file, line,
+                             out.data(), out.size(), &n));
+    out.resize(n);
+    return out;
+  }
+  std::vector<spora_value_t> while_loop(const Graph& cond_graph, const Graph& body_graph,
+                                    const std::vector<spora_value_t>& inputs, const char* file = nullptr,
+                                    int32_t line = 0) {
+    std::vector<spora_value_t> out(inputs.size() ? inputs.size() : 1);
+    size_t n = 0;
+    check(spora_graph_add_while(g_, cond_graph.g_, body_graph.g_, inputs.data(), inputs.size(), file, line,
+                                out.data(), out.size(), &n));
+    out.resize(n);
+    return out;
+  }
   void set_outputs(const std::vector<spora_value_t>& values) {
     check(spora_graph_set_outputs(g_, values.data(), values.size()));
   }

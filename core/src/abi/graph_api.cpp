@@ -35,6 +35,16 @@ spora::ir::Value decode(const spora::ir::Graph& g, spora_value_t v, const char* 
   return {static_cast<int32_t>(node), static_cast<int32_t>(index)};
 }
 
+// decode, with the caller's source location in the error.
+spora::ir::Value decode_at(const spora::ir::Graph& g, spora_value_t v, const char* fn,
+                           const spora::ir::SourceLoc& loc) {
+  try {
+    return decode(g, v, fn);
+  } catch (const spora::Error& e) {
+    throw spora::Error(e.code(), spora::ir::with_loc(e.what(), loc));
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -104,6 +114,54 @@ spora_status_t spora_graph_add_op(spora_graph_t* graph, const char* op, const sp
     if (outs.size()) need(outputs, op, "outputs");
     for (size_t i = 0; i < outs.size(); ++i) outputs[i] = encode(outs[i]);
     if (num_outputs) *num_outputs = outs.size();
+  });
+}
+
+static void write_outputs(const std::vector<spora::ir::Value>& outs, const char* fn, spora_value_t* outputs,
+                          size_t* num_outputs) {
+  if (outs.size()) need(outputs, fn, "outputs");
+  for (size_t i = 0; i < outs.size(); ++i) outputs[i] = encode(outs[i]);
+  if (num_outputs) *num_outputs = outs.size();
+}
+
+spora_status_t spora_graph_add_if(spora_graph_t* graph, spora_value_t cond, const spora_graph_t* then_graph,
+                                  const spora_graph_t* else_graph, const spora_value_t* inputs, size_t num_inputs,
+                                  const char* file, int32_t line, spora_value_t* outputs, size_t capacity,
+                                  size_t* num_outputs) {
+  return guard([&] {
+    need(graph, "spora_graph_add_if", "graph");
+    need(then_graph, "spora_graph_add_if", "then_graph");
+    need(else_graph, "spora_graph_add_if", "else_graph");
+    if (num_inputs) need(inputs, "spora_graph_add_if", "inputs");
+    const spora::ir::SourceLoc loc{file ? file : "", file ? line : 0};
+    const spora::ir::Value c = decode_at(graph->g, cond, "if", loc);
+    std::vector<spora::ir::Value> in;
+    for (size_t i = 0; i < num_inputs; ++i) in.push_back(decode_at(graph->g, inputs[i], "if", loc));
+    // Check capacity first, so a failed call leaves the graph as it was.
+    const size_t n = then_graph->g.outputs().size();
+    if (capacity < n)
+      fail(Code::kInvalidArgument, "{}",
+           spora::ir::with_loc(fmt::format("[if] has {} outputs, capacity is {}", n, capacity), loc));
+    write_outputs(graph->g.add_if(c, then_graph->g, else_graph->g, in, loc), "if", outputs, num_outputs);
+  });
+}
+
+spora_status_t spora_graph_add_while(spora_graph_t* graph, const spora_graph_t* cond_graph,
+                                     const spora_graph_t* body_graph, const spora_value_t* inputs, size_t num_inputs,
+                                     const char* file, int32_t line, spora_value_t* outputs, size_t capacity,
+                                     size_t* num_outputs) {
+  return guard([&] {
+    need(graph, "spora_graph_add_while", "graph");
+    need(cond_graph, "spora_graph_add_while", "cond_graph");
+    need(body_graph, "spora_graph_add_while", "body_graph");
+    if (num_inputs) need(inputs, "spora_graph_add_while", "inputs");
+    const spora::ir::SourceLoc loc{file ? file : "", file ? line : 0};
+    std::vector<spora::ir::Value> in;
+    for (size_t i = 0; i < num_inputs; ++i) in.push_back(decode_at(graph->g, inputs[i], "while", loc));
+    if (capacity < num_inputs)
+      fail(Code::kInvalidArgument, "{}",
+           spora::ir::with_loc(fmt::format("[while] has {} outputs, capacity is {}", num_inputs, capacity), loc));
+    write_outputs(graph->g.add_while(cond_graph->g, body_graph->g, in, loc), "while", outputs, num_outputs);
   });
 }
 

@@ -7,6 +7,16 @@
 
 namespace spora::autodiff {
 
+namespace detail {
+// grad_control_flow.cpp: the adjoints of an if / while node's inputs
+// (invalid where none), given the adjoints `dy` of its outputs and which
+// inputs `need` one. Nodes are added to `out`.
+std::vector<Value> bprop_if(ir::Graph& out, const ir::Node& node, const std::vector<Value>& dy,
+                            const std::vector<bool>& need);
+std::vector<Value> bprop_while(ir::Graph& out, const ir::Node& node, const std::vector<Value>& dy,
+                               const std::vector<bool>& need);
+}  // namespace detail
+
 ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, int32_t output) {
   if (output < 0 || output >= static_cast<int32_t>(g.outputs().size()))
     fail(Code::kInvalidArgument, "[grad] graph '{}' has {} outputs; output {} does not exist", g.name(),
@@ -49,7 +59,8 @@ ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, in
   for (int32_t id = loss.node; id >= 0; --id) {
     if (!depends[static_cast<size_t>(id)]) continue;
     const ir::Node& node = g.node(id);
-    if (node.kind != ir::NodeKind::kApply) continue;
+    const bool control = node.kind == ir::NodeKind::kIf || node.kind == ir::NodeKind::kWhile;
+    if (node.kind != ir::NodeKind::kApply && !control) continue;
     std::vector<Value> dy(node.outputs.size());
     bool any = false;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
@@ -60,6 +71,18 @@ ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, in
       }
     }
     if (!any) continue;
+    if (control) {
+      // Branches and loop bodies are differentiated as graphs of their own.
+      std::vector<bool> need(node.inputs.size());
+      for (size_t i = 0; i < node.inputs.size(); ++i)
+        need[i] = depends[static_cast<size_t>(node.inputs[i].node)] && dtype_is_float(g.meta(node.inputs[i]).dtype);
+      const std::vector<Value> dx = node.kind == ir::NodeKind::kIf ? detail::bprop_if(out, node, dy, need)
+                                                                   : detail::bprop_while(out, node, dy, need);
+      GradBuilder b(out, node.loc);
+      for (size_t i = 0; i < dx.size(); ++i)
+        if (dx[i].valid() && need[i]) accumulate(node.inputs[i], dx[i], b);
+      continue;
+    }
     const BpropEntry* rule = find_bprop(node.op->name);
     if (!rule)
       fail(Code::kUnimplemented, "{}", ir::with_loc("[" + node.op->name + "] has no gradient rule yet", node.loc));

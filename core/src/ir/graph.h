@@ -79,6 +79,21 @@ class Graph {
   // Runs the op's inference; returns the node's outputs.
   std::vector<Value> add_op(const std::string& op, const std::vector<Value>& inputs, const Attrs& attrs,
                             const SourceLoc& loc = {});
+  // Control flow. The sub-graphs are copied into the node; their inputs
+  // (sub-graphs take no weights) are bound by position.
+  //  if:    `cond` is a bool scalar; then_graph and else_graph each take
+  //         `inputs` and return the same number and types of outputs, which
+  //         are the node's outputs.
+  //  while: `inputs` are the initial loop-carried values; cond_graph takes
+  //         them and returns one bool scalar; body_graph takes them and
+  //         returns their next values (same types). The node's outputs are
+  //         the final values.
+  // Type and arity mismatches are kInvalidArgument errors naming "[if]" or
+  // "[while]" and `loc`.
+  std::vector<Value> add_if(Value cond, const Graph& then_graph, const Graph& else_graph,
+                            const std::vector<Value>& inputs, const SourceLoc& loc = {});
+  std::vector<Value> add_while(const Graph& cond_graph, const Graph& body_graph, const std::vector<Value>& inputs,
+                               const SourceLoc& loc = {});
   // Appends a fully formed node (used by deserialisation and passes); checks
   // that its inputs exist.
   int32_t append(Node node);
@@ -97,5 +112,11 @@ class Graph {
 
 // "[matmul] ... (model.py:17)": appends the location to an error message.
 std::string with_loc(const std::string& message, const SourceLoc& loc);
+
+// Copies the nodes of `src` into `dst` with src's input nodes replaced by
+// `args` (one per input, same types; src must have no weights). Returns the
+// values in `dst` of src's outputs. Used to call a graph inside another
+// (autodiff of control flow).
+std::vector<Value> inline_graph(Graph& dst, const Graph& src, const std::vector<Value>& args);
 
 }  // namespace spora::ir

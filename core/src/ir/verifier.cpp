@@ -15,6 +15,19 @@ namespace {
 
 bool same_meta(const TensorMeta& a, const TensorMeta& b) { return a.dtype == b.dtype && a.shape == b.shape; }
 
+// A control-flow sub-graph takes only inputs, one per node input from
+// `first` on, of the same types.
+void check_params(const Graph& g, size_t id, const Node& n, const Graph& sub, size_t first) {
+  if (!sub.weights().empty()) broken(g, id, n, "sub-graph '" + sub.name() + "' has weights");
+  const std::vector<int32_t> ins = sub.inputs();
+  if (ins.size() + first != n.inputs.size())
+    broken(g, id, n, fmt::format("sub-graph '{}' takes {} inputs, the node passes {}", sub.name(), ins.size(),
+                                 n.inputs.size() - first));
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (!same_meta(sub.node(ins[i]).outputs[0], g.meta(n.inputs[first + i])))
+      broken(g, id, n, fmt::format("sub-graph '{}' input {} differs in type from the node's", sub.name(), i));
+}
+
 }  // namespace
 
 void verify(const Graph& g) {
@@ -65,12 +78,13 @@ void verify(const Graph& g) {
         break;
       }
       case NodeKind::kIf: {
-        if (n.subgraphs.size() != 2) broken(g, id, n, "needs a then and an else graph");
+        if (n.subgraphs.size() != 2 || !n.subgraphs[0] || !n.subgraphs[1])
+          broken(g, id, n, "needs a then and an else graph");
         if (n.inputs.empty() || g.meta(n.inputs[0]).dtype != SPORA_DTYPE_BOOL || g.meta(n.inputs[0]).shape.numel() != 1)
           broken(g, id, n, "first input must be a bool scalar");
         for (const auto& sub : n.subgraphs) {
           verify(*sub);
-          if (sub->inputs().size() + 1 != n.inputs.size()) broken(g, id, n, "branch inputs do not match");
+          check_params(g, id, n, *sub, 1);
           if (sub->outputs().size() != n.outputs.size()) broken(g, id, n, "branch outputs do not match");
           for (size_t i = 0; i < n.outputs.size(); ++i)
             if (!same_meta(sub->meta(sub->outputs()[i]), n.outputs[i])) broken(g, id, n, "branch output types differ");
@@ -78,17 +92,24 @@ void verify(const Graph& g) {
         break;
       }
       case NodeKind::kWhile: {
-        if (n.subgraphs.size() != 2) broken(g, id, n, "needs a cond and a body graph");
+        if (n.subgraphs.size() != 2 || !n.subgraphs[0] || !n.subgraphs[1])
+          broken(g, id, n, "needs a cond and a body graph");
         const Graph &cond = *n.subgraphs[0], &body = *n.subgraphs[1];
         verify(cond);
         verify(body);
-        if (cond.outputs().size() != 1 || cond.meta(cond.outputs()[0]).dtype != SPORA_DTYPE_BOOL)
-          broken(g, id, n, "cond must return one bool");
+        check_params(g, id, n, cond, 0);
+        check_params(g, id, n, body, 0);
+        if (cond.outputs().size() != 1 || cond.meta(cond.outputs()[0]).dtype != SPORA_DTYPE_BOOL ||
+            cond.meta(cond.outputs()[0]).shape.numel() != 1)
+          broken(g, id, n, "cond must return one bool scalar");
         if (body.outputs().size() != n.inputs.size() || n.outputs.size() != n.inputs.size())
           broken(g, id, n, "body must map the loop-carried values to themselves");
-        for (size_t i = 0; i < n.inputs.size(); ++i)
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
           if (!same_meta(body.meta(body.outputs()[i]), g.meta(n.inputs[i])))
             broken(g, id, n, fmt::format("loop-carried value {} changes type in the body", i));
+          if (!same_meta(n.outputs[i], g.meta(n.inputs[i])))
+            broken(g, id, n, fmt::format("output {} differs in type from loop-carried value {}", i, i));
+        }
         break;
       }
     }

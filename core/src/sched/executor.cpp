@@ -1,5 +1,7 @@
 #include "sched/executor.h"
 
+#include <cmath>
+#include <cstdlib>
 #include <map>
 
 #include "ir/verifier.h"
@@ -18,10 +20,16 @@ struct Executable::Slot {
 };
 
 struct Step {
+  enum Kind { kKernel, kIf, kWhile } kind = kKernel;
   int32_t node = 0;
-  KernelRef kernel;
+  KernelRef kernel;  // kKernel
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
+  // kIf: then, else. kWhile: cond, body.
+  std::unique_ptr<Executable> sub[2];
+  // kWhile: the cond's result and the second set of loop-carried buffers.
+  Tensor flag;
+  std::vector<Tensor> scratch;
 };
 
 namespace {
@@ -30,7 +38,31 @@ namespace {
   throw Error(code, ir::with_loc(msg, n.loc));
 }
 
+// Reads a bool scalar (the condition of an if or while) to the host.
+bool read_flag(const Tensor& t) {
+  uint8_t b = 0;
+  t.device()->copy_d2h(&b, t.data(), 1);
+  return b != 0;
+}
+
+[[noreturn]] void runaway(const ir::Node& n, int64_t limit) {
+  node_error(n, Code::kAborted,
+             fmt::format("[while] loop still running after {} iterations (the limit set by "
+                         "SPORA_MAX_WHILE_ITERATIONS); raise the limit or check the loop condition",
+                         limit));
+}
+
 }  // namespace
+
+int64_t max_while_iterations() {
+  const char* s = std::getenv("SPORA_MAX_WHILE_ITERATIONS");
+  if (!s || !*s) return 1000000;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || !std::isfinite(v) || v < 0 || v > 9.0e18)
+    fail(Code::kInvalidArgument, "[while] SPORA_MAX_WHILE_ITERATIONS='{}' is not a non-negative iteration count", s);
+  return static_cast<int64_t>(v);
+}
 
 Executable::~Executable() = default;
 
@@ -68,10 +100,31 @@ Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), 
         break;
       }
       case ir::NodeKind::kIf:
-      case ir::NodeKind::kWhile:
-        node_error(n, Code::kUnimplemented,
-                   fmt::format("[{}] control flow sub-graphs are verified and serialised but not yet executable",
-                               ir::node_kind_name(n.kind)));
+      case ir::NodeKind::kWhile: {
+        auto step = std::make_unique<Step>();
+        step->kind = n.kind == ir::NodeKind::kIf ? Step::kIf : Step::kWhile;
+        step->node = static_cast<int32_t>(id);
+        step->inputs = n.inputs;
+        for (const ir::Value& v : n.inputs)
+          last_use[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)] = static_cast<int32_t>(id);
+        for (size_t i = 0; i < n.outputs.size(); ++i)
+          step->outputs.push_back({static_cast<int32_t>(id), static_cast<int32_t>(i)});
+        // Nested plans, compiled once; their errors already name the
+        // failing node inside the sub-graph.
+        for (size_t b = 0; b < 2; ++b) step->sub[b] = std::make_unique<Executable>(*n.subgraphs[b], device_);
+        if (step->kind == Step::kWhile) {
+          const ir::Graph& cond = *n.subgraphs[0];
+          const TensorMeta& fm = cond.meta(cond.outputs()[0]);
+          step->flag = make_tensor(device_, fm.dtype, fm.shape);
+          for (const TensorMeta& m : n.outputs) step->scratch.push_back(make_tensor(device_, m.dtype, m.shape));
+        }
+        uint64_t held = step->flag.buffer ? step->flag.nbytes() : 0;
+        for (const Tensor& t : step->scratch) held += t.nbytes();
+        sub_bytes_ += held + step->sub[0]->planned_bytes() + step->sub[1]->planned_bytes();
+        sub_naive_bytes_ += held + step->sub[0]->naive_bytes() + step->sub[1]->naive_bytes();
+        steps_.push_back(std::move(step));
+        break;
+      }
       case ir::NodeKind::kApply: {
         TensorMeta metas[kMaxOpInputs];
         for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = graph_.meta(n.inputs[i]);
@@ -122,7 +175,8 @@ Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), 
     if (slot.kind == Slot::kArena) slot = {Slot::kOutput, pos, 0, {}};
   }
   for (size_t id = 0; id < nodes.size(); ++id) {
-    if (nodes[id].kind != ir::NodeKind::kApply) continue;
+    const ir::NodeKind k = nodes[id].kind;
+    if (k != ir::NodeKind::kApply && k != ir::NodeKind::kIf && k != ir::NodeKind::kWhile) continue;
     for (size_t o = 0; o < slots_[id].size(); ++o) {
       if (slots_[id][o].kind != Slot::kArena) continue;
       const TensorMeta& m = nodes[id].outputs[o];
@@ -142,9 +196,12 @@ Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), 
     naive_bytes_ += static_cast<uint64_t>(m.shape.numel()) * dtype_size(m.dtype);
   }
   if (arena_bytes_ > 0) arena_ = std::make_shared<Buffer>(device_, arena_bytes_);
+  // Nested plans (and a loop's scratch) are memory this executable holds.
+  arena_bytes_ += sub_bytes_;
+  naive_bytes_ += sub_naive_bytes_;
 }
 
-std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
+void Executable::check_params(const std::vector<const Tensor*>& params) const {
   if (params.size() != param_nodes_.size())
     fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph_.name(), param_nodes_.size(),
          params.size());
@@ -160,10 +217,30 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
       fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}, got {} {}", graph_.name(), node_kind_name(n.kind),
            n.name, dtype_name(m.dtype), m.shape.str(), dtype_name(t.dtype), t.shape.str());
   }
+}
+
+std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
+  check_params(params);  // before allocating the outputs
   std::vector<Tensor> outputs;
   for (const ir::Value& v : graph_.outputs()) {
     const TensorMeta& m = graph_.meta(v);
     outputs.push_back(make_tensor(device_, m.dtype, m.shape));
+  }
+  run_into(params, outputs);
+  return outputs;
+}
+
+void Executable::run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs) {
+  check_params(params);
+  if (outputs.size() != graph_.outputs().size())
+    fail(Code::kInternal, "[graph {}] has {} outputs, {} given to write", graph_.name(), graph_.outputs().size(),
+         outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const TensorMeta& m = graph_.meta(graph_.outputs()[i]);
+    const Tensor& t = outputs[i];
+    if (!t.buffer || t.dtype != m.dtype || t.shape != m.shape || t.device() != device_)
+      fail(Code::kInternal, "[graph {}] output {} must be {} {} on {}", graph_.name(), i, dtype_name(m.dtype),
+           m.shape.str(), device_->name());
   }
   auto addr = [&](ir::Value v) -> spora_devptr_t {
     const Slot* s = &slots_[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
@@ -177,14 +254,76 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
       default: return nullptr;
     }
   };
+  // A tensor over a value's memory (for binding it to a nested plan).
+  auto tensor_of = [&](ir::Value v) -> Tensor {
+    const Slot* s = &slots_[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+    if (s->kind == Slot::kAlias) s = &slots_[static_cast<size_t>(s->alias.node)][static_cast<size_t>(s->alias.index)];
+    const TensorMeta& m = graph_.meta(v);
+    Tensor t;
+    switch (s->kind) {
+      case Slot::kParam: t = *params[static_cast<size_t>(s->index)]; break;
+      case Slot::kConstant: t = constants_[static_cast<size_t>(s->index)]; break;
+      case Slot::kOutput: t = outputs[static_cast<size_t>(s->index)]; break;
+      case Slot::kArena:
+        if (!arena_) return make_tensor(device_, m.dtype, m.shape);  // empty: every planned buffer is 0 bytes
+        t.buffer = arena_;
+        t.offset = s->offset;
+        break;
+      default: fail(Code::kInternal, "[graph {}] value %{}.{} has no memory", graph_.name(), v.node, v.index);
+    }
+    t.dtype = m.dtype;
+    t.shape = m.shape;
+    return t;
+  };
+  auto pointers = [](const std::vector<Tensor>& ts) {
+    std::vector<const Tensor*> p;
+    for (const Tensor& t : ts) p.push_back(&t);
+    return p;
+  };
   spora_devptr_t in[kMaxOpInputs], out[kMaxOpOutputs];
   for (const auto& step : steps_) {
-    for (size_t i = 0; i < step->inputs.size(); ++i) in[i] = addr(step->inputs[i]);
-    for (size_t i = 0; i < step->outputs.size(); ++i) out[i] = addr(step->outputs[i]);
-    try {
-      device_->launch(*step->kernel, in, out);
-    } catch (const Error& e) {
-      node_error(graph_.node(step->node), e.code(), e.what());
+    switch (step->kind) {
+      case Step::kKernel:
+        for (size_t i = 0; i < step->inputs.size(); ++i) in[i] = addr(step->inputs[i]);
+        for (size_t i = 0; i < step->outputs.size(); ++i) out[i] = addr(step->outputs[i]);
+        try {
+          device_->launch(*step->kernel, in, out);
+        } catch (const Error& e) {
+          node_error(graph_.node(step->node), e.code(), e.what());
+        }
+        break;
+      case Step::kIf: {
+        const bool taken = read_flag(tensor_of(step->inputs[0]));
+        std::vector<Tensor> args, outs;
+        for (size_t i = 1; i < step->inputs.size(); ++i) args.push_back(tensor_of(step->inputs[i]));
+        for (const ir::Value& v : step->outputs) outs.push_back(tensor_of(v));
+        step->sub[taken ? 0 : 1]->run_into(pointers(args), outs);
+        break;
+      }
+      case Step::kWhile: {
+        const int64_t limit = max_while_iterations();
+        // Carried values live in the inputs (read only), then alternately in
+        // the node's outputs and the scratch set.
+        std::vector<Tensor> initial;
+        for (const ir::Value& v : step->inputs) initial.push_back(tensor_of(v));
+        std::vector<Tensor> final_out;
+        for (const ir::Value& v : step->outputs) final_out.push_back(tensor_of(v));
+        const std::vector<Tensor>* cur = &initial;
+        const std::vector<Tensor>* next = &final_out;
+        const std::vector<Tensor> flag = {step->flag};
+        for (int64_t iter = 0;; ++iter) {
+          step->sub[0]->run_into(pointers(*cur), flag);
+          if (!read_flag(step->flag)) break;
+          if (iter >= limit) runaway(graph_.node(step->node), limit);
+          step->sub[1]->run_into(pointers(*cur), *next);
+          cur = next;
+          next = cur == &final_out ? &step->scratch : &final_out;
+        }
+        if (cur != &final_out)
+          for (size_t i = 0; i < final_out.size(); ++i)
+            if (final_out[i].nbytes()) device_->copy_d2d(final_out[i].data(), (*cur)[i].data(), final_out[i].nbytes());
+        break;
+      }
     }
   }
   // Outputs that are graph inputs, constants, or views of something other
@@ -194,7 +333,6 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
     const spora_devptr_t src = addr(v);
     if (src != outputs[i].data() && outputs[i].nbytes()) device_->copy_d2d(outputs[i].data(), src, outputs[i].nbytes());
   }
-  return outputs;
 }
 
 std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
@@ -236,9 +374,32 @@ std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std:
         }
         break;
       }
-      default:
-        node_error(n, Code::kUnimplemented,
-                   fmt::format("[{}] control flow sub-graphs are not yet executable", ir::node_kind_name(n.kind)));
+      case ir::NodeKind::kIf: {
+        auto at = [&](const ir::Value& v) -> const Tensor& {
+          return values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+        };
+        const bool taken = read_flag(at(n.inputs[0]));
+        std::vector<const Tensor*> args;
+        for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(&at(n.inputs[i]));
+        values[id] = run_eager(*n.subgraphs[taken ? 0 : 1], device, args);
+        break;
+      }
+      case ir::NodeKind::kWhile: {
+        const int64_t limit = max_while_iterations();
+        std::vector<Tensor> cur;
+        for (const ir::Value& v : n.inputs)
+          cur.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+        for (int64_t iter = 0;; ++iter) {
+          std::vector<const Tensor*> args;
+          for (const Tensor& t : cur) args.push_back(&t);
+          if (!read_flag(run_eager(*n.subgraphs[0], device, args).at(0))) break;
+          if (iter >= limit) runaway(n, limit);
+          // The previous iteration's values are released as they are replaced.
+          cur = run_eager(*n.subgraphs[1], device, args);
+        }
+        values[id] = std::move(cur);
+        break;
+      }
     }
     // Like any eager runtime, release a value after its last reader.
     for (const ir::Value& v : n.inputs)

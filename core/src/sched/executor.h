@@ -2,6 +2,17 @@
 // once, constants uploaded once, every intermediate buffer placed in one
 // arena by liveness; running the plan is a sequence of launches on the
 // device's stream.
+//
+// Control flow: an `if` or `while` node is a step holding nested
+// Executables of its sub-graphs (compiled once, for the same device). At
+// run time the condition is read back to the host (a synchronising copy)
+// to choose the branch or to decide whether to go round again; the nested
+// plan runs with the current values bound as its inputs and writes its
+// outputs straight into the parent's buffers. A while loop's carried values
+// ping-pong between the node's output buffers and one scratch set, so a
+// loop allocates nothing per iteration. A loop that is still running after
+// SPORA_MAX_WHILE_ITERATIONS iterations (default 1e6) fails with
+// Code::kAborted naming the node's source location.
 #pragma once
 #include <memory>
 #include <string>
@@ -23,6 +34,10 @@ class Executable {
   // `params` binds every input and weight node, in creation order; each must
   // live on the executable's device with the node's dtype and shape.
   std::vector<Tensor> run(const std::vector<const Tensor*>& params);
+  // The same, writing into caller-made tensors of the output types (used by
+  // control flow to run a nested plan into its parent's buffers). They must
+  // not overlap the params.
+  void run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs);
 
   Device* device() const { return device_; }
   size_t num_params() const { return param_nodes_.size(); }
@@ -31,6 +46,8 @@ class Executable {
   const ir::Graph& graph() const { return graph_; }
 
  private:
+  void check_params(const std::vector<const Tensor*>& params) const;
+
   ir::Graph graph_;
   Device* device_;
   std::vector<int32_t> param_nodes_;
@@ -38,11 +55,17 @@ class Executable {
   std::vector<Tensor> constants_;  // uploaded at compile time
   std::shared_ptr<Buffer> arena_;
   uint64_t arena_bytes_ = 0, naive_bytes_ = 0;
+  uint64_t sub_bytes_ = 0, sub_naive_bytes_ = 0;  // held by control-flow steps
   struct Slot;                     // where each value lives
   std::vector<std::vector<Slot>> slots_;
 };
 
-// Runs `graph` node by node with eager dispatch (no plan, no arena).
+// Runs `graph` node by node with eager dispatch (no plan, no arena);
+// control flow runs its sub-graphs the same way.
 std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
+
+// SPORA_MAX_WHILE_ITERATIONS (default 1e6): the most iterations one run of a
+// while node may take. Read on every run of a loop.
+int64_t max_while_iterations();
 
 }  // namespace spora::sched
