@@ -170,12 +170,16 @@ OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::st
 
 void unary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts,
            std::vector<AttrSpec> attrs = {}, InferFn infer = infer_unary) {
-  r.add(def(name, {"x"}, {"y"}, std::move(attrs), ts, infer, doc(what, ts)));
+  OpDef d = def(name, {"x"}, {"y"}, std::move(attrs), ts, infer, doc(what, ts));
+  d.in_place = true;  // one pass, each element read before it is written
+  r.add(std::move(d));
 }
 
 void binary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts,
             InferFn infer = infer_binary) {
-  r.add(def(name, {"x", "y"}, {"z"}, {}, ts, infer, doc(what, ts)));
+  OpDef d = def(name, {"x", "y"}, {"z"}, {}, ts, infer, doc(what, ts));
+  d.in_place = true;
+  r.add(std::move(d));
 }
 
 AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat, false, AttrValue::of_float(v)}; }

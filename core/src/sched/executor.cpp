@@ -174,14 +174,32 @@ Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), 
     auto& slot = slots_[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)];
     if (slot.kind == Slot::kArena) slot = {Slot::kOutput, pos, 0, {}};
   }
+  std::map<std::pair<int32_t, int32_t>, size_t> request_index;
   for (size_t id = 0; id < nodes.size(); ++id) {
     const ir::NodeKind k = nodes[id].kind;
     if (k != ir::NodeKind::kApply && k != ir::NodeKind::kIf && k != ir::NodeKind::kWhile) continue;
     for (size_t o = 0; o < slots_[id].size(); ++o) {
       if (slots_[id][o].kind != Slot::kArena) continue;
       const TensorMeta& m = nodes[id].outputs[o];
-      requests.push_back({static_cast<uint64_t>(m.shape.numel()) * dtype_size(m.dtype), static_cast<int32_t>(id),
-                          last_use[id][o]});
+      BufferRequest req{static_cast<uint64_t>(m.shape.numel()) * dtype_size(m.dtype), static_cast<int32_t>(id),
+                        last_use[id][o]};
+      // In place: an elementwise op may write over an arena input of its
+      // own type that nothing reads afterwards.
+      const ir::Node& n = nodes[id];
+      if (o == 0 && k == ir::NodeKind::kApply && n.op->in_place) {
+        for (const ir::Value& v : n.inputs) {
+          const ir::Value r = root(v);
+          auto it = request_index.find({r.node, r.index});
+          const TensorMeta& im = graph_.meta(r);
+          if (it != request_index.end() && im.dtype == m.dtype && im.shape == m.shape &&
+              last_use[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)] == static_cast<int32_t>(id)) {
+            req.reuse = static_cast<int32_t>(it->second);
+            break;
+          }
+        }
+      }
+      request_index[{static_cast<int32_t>(id), static_cast<int32_t>(o)}] = requests.size();
+      requests.push_back(req);
       request_value.emplace_back(static_cast<int32_t>(id), static_cast<int32_t>(o));
     }
   }

@@ -19,6 +19,8 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alig
   }
   std::map<uint64_t, uint64_t> free_blocks;  // offset -> size, coalesced
   uint64_t top = 0;
+  std::vector<uint64_t> block(requests.size(), 0);  // bytes each request holds
+  std::vector<bool> handed_over(requests.size(), false);
   auto release = [&](uint64_t off, uint64_t size) {
     auto it = free_blocks.emplace(off, size).first;
     auto next = std::next(it);
@@ -48,6 +50,16 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alig
     for (size_t i : b) {
       const uint64_t size = std::max<uint64_t>(alignment, (requests[i].bytes + alignment - 1) / alignment * alignment);
       plan.naive_bytes += requests[i].bytes;
+      const int32_t r = requests[i].reuse;
+      if (r >= 0 && static_cast<size_t>(r) < i && !handed_over[static_cast<size_t>(r)] &&
+          requests[static_cast<size_t>(r)].last == s && block[static_cast<size_t>(r)] >= size) {
+        // In place: the input's buffer becomes this output's.
+        handed_over[static_cast<size_t>(r)] = true;
+        plan.offsets[i] = plan.offsets[static_cast<size_t>(r)];
+        block[i] = block[static_cast<size_t>(r)];
+        continue;
+      }
+      block[i] = size;
       auto best = free_blocks.end();
       for (auto it = free_blocks.begin(); it != free_blocks.end(); ++it)
         if (it->second >= size && (best == free_blocks.end() || it->second < best->second)) best = it;
@@ -62,10 +74,8 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alig
       }
       plan.arena_bytes = std::max(plan.arena_bytes, top);
     }
-    for (size_t i : dies[static_cast<size_t>(s)]) {
-      const uint64_t size = std::max<uint64_t>(alignment, (requests[i].bytes + alignment - 1) / alignment * alignment);
-      release(plan.offsets[i], size);
-    }
+    for (size_t i : dies[static_cast<size_t>(s)])
+      if (!handed_over[i]) release(plan.offsets[i], block[i]);
   }
   return plan;
 }

@@ -10,6 +10,9 @@ struct BufferRequest {
   uint64_t bytes = 0;
   int32_t first = 0;  // step that writes it
   int32_t last = 0;   // last step that reads it (>= first)
+  // An earlier request whose buffer this one may take over when that one's
+  // last read is this one's writing step (an in-place op); -1 = none.
+  int32_t reuse = -1;
 };
 
 struct MemoryPlan {
@@ -19,7 +22,8 @@ struct MemoryPlan {
 };
 
 // Greedy best-fit over steps: buffers are placed when first written and
-// their space returns to the free list after their last read. Offsets are
+// their space returns to the free list after their last read; an in-place
+// request takes over its `reuse` buffer instead. Offsets are
 // `alignment`-aligned.
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alignment = 256);
 
