@@ -118,6 +118,19 @@ TEST(MemoryPlan, ReusesBuffersWhoseReadersAreDone) {
     }
 }
 
+TEST(MemoryPlan, InPlaceTakesOverTheInputBuffer) {
+  // b = f(a) in place at step 1, c = g(b) in place at step 2: one buffer.
+  std::vector<sched::BufferRequest> r = {{4096, 0, 1}, {4096, 1, 2, 0}, {4096, 2, 3, 1}};
+  const auto plan = sched::plan_memory(r);
+  EXPECT_EQ(plan.offsets[0], plan.offsets[1]);
+  EXPECT_EQ(plan.offsets[1], plan.offsets[2]);
+  EXPECT_EQ(plan.arena_bytes, 4096u);
+  // Not when the input is still read later.
+  std::vector<sched::BufferRequest> r2 = {{4096, 0, 2}, {4096, 1, 2, 0}};
+  const auto p2 = sched::plan_memory(r2);
+  EXPECT_NE(p2.offsets[0], p2.offsets[1]);
+}
+
 class GraphRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GraphRun, MatchesEagerAndPlansLessThanNaive) {
