@@ -161,6 +161,89 @@ static void test_device(spora_device_t* dev) {
   spora_tensor_free(s);
 }
 
+/* Graph mode from C: build y = sum(tanh(x) * w), differentiate, optimise,
+ * compile, run on `dev`, check the gradient dy/dw = tanh(x). */
+static void test_graph(spora_device_t* dev) {
+  spora_graph_t *g = NULL, *gg = NULL, *back = NULL;
+  spora_executable_t* exe = NULL;
+  spora_value_t x, w, t, m, y, wrt[1], outs[4];
+  spora_value_t in2[2];
+  size_t n = 0;
+  const int64_t s3[1] = {3};
+  const double xv[3] = {0.5, -1.0, 2.0}, wv[3] = {1.0, 2.0, 3.0};
+  double loss = 0, grad[3];
+  spora_tensor_t *tx, *tw, *params[2], *res[2] = {NULL, NULL};
+  const char *text = NULL, *json = NULL;
+  int i;
+  uint64_t planned = 0, naive = 0;
+
+  OK(spora_graph_create("c_graph", &g));
+  OK(spora_graph_add_input(g, "x", SPORA_DTYPE_F64, s3, 1, &x));
+  OK(spora_graph_add_weight(g, "w", SPORA_DTYPE_F64, s3, 1, &w));
+  OK(spora_graph_add_op(g, "tanh", &x, 1, NULL, "model.c", 10, &t, 1, &n));
+  in2[0] = t;
+  in2[1] = w;
+  OK(spora_graph_add_op(g, "mul", in2, 2, NULL, "model.c", 11, &m, 1, &n));
+  OK(spora_graph_add_op(g, "sum", &m, 1, NULL, "model.c", 12, &y, 1, &n));
+  OK(spora_graph_set_outputs(g, &y, 1));
+  OK(spora_graph_to_text(g, &text));
+  EXPECT(strstr(text, "# model.c:11") != NULL, "text: %s", text);
+  /* A shape error names the op and the line. */
+  {
+    const int64_t s4[1] = {4};
+    spora_value_t z, bad[2];
+    OK(spora_graph_add_input(g, "z", SPORA_DTYPE_F64, s4, 1, &z));
+    bad[0] = x;
+    bad[1] = z;
+    FAILS(spora_graph_add_op(g, "add", bad, 2, NULL, "model.c", 13, outs, 4, &n), SPORA_ERROR_INVALID_ARGUMENT,
+          "(model.c:13)");
+    spora_graph_free(g);
+    OK(spora_graph_create("c_graph", &g));
+    OK(spora_graph_add_input(g, "x", SPORA_DTYPE_F64, s3, 1, &x));
+    OK(spora_graph_add_weight(g, "w", SPORA_DTYPE_F64, s3, 1, &w));
+    OK(spora_graph_add_op(g, "tanh", &x, 1, NULL, "model.c", 10, &t, 1, &n));
+    in2[0] = t;
+    in2[1] = w;
+    OK(spora_graph_add_op(g, "mul", in2, 2, NULL, "model.c", 11, &m, 1, &n));
+    OK(spora_graph_add_op(g, "sum", &m, 1, NULL, "model.c", 12, &y, 1, &n));
+    OK(spora_graph_set_outputs(g, &y, 1));
+  }
+  wrt[0] = w;
+  OK(spora_graph_grad(g, wrt, 1, 0, &gg));
+  OK(spora_graph_optimize(gg, 1));
+  /* JSON round trip, then compile the reloaded graph. */
+  OK(spora_graph_to_json(gg, &json));
+  OK(spora_graph_from_json(json, strlen(json), &back));
+  OK(spora_graph_compile(back, dev, &exe));
+  OK(spora_executable_memory(exe, &planned, &naive));
+  EXPECT(naive > 0, "naive bytes %llu", (unsigned long long)naive);
+  OK(spora_tensor_create(dev, SPORA_DTYPE_F64, s3, 1, xv, sizeof xv, &tx));
+  OK(spora_tensor_create(dev, SPORA_DTYPE_F64, s3, 1, wv, sizeof wv, &tw));
+  params[0] = tx;
+  params[1] = tw;
+  OK(spora_executable_run(exe, params, 2, res, 2));
+  OK(spora_tensor_read(res[0], &loss, sizeof loss));
+  OK(spora_tensor_read(res[1], grad, sizeof grad));
+  {
+    double want = 0;
+    for (i = 0; i < 3; ++i) {
+      want += tanh(xv[i]) * wv[i];
+      EXPECT(fabs(grad[i] - tanh(xv[i])) < 1e-12, "grad[%d] = %g", i, grad[i]);
+    }
+    EXPECT(fabs(loss - want) < 1e-12, "loss %g, want %g", loss, want);
+  }
+  FAILS(spora_executable_run(exe, params, 1, res, 2), SPORA_ERROR_INVALID_ARGUMENT, "takes 2 inputs and weights");
+  FAILS(spora_graph_from_json("{\"format\": 1}", 13, &back), SPORA_ERROR_INVALID_ARGUMENT, "[graph json]");
+  spora_tensor_free(res[0]);
+  spora_tensor_free(res[1]);
+  spora_tensor_free(tx);
+  spora_tensor_free(tw);
+  spora_executable_free(exe);
+  spora_graph_free(back);
+  spora_graph_free(gg);
+  spora_graph_free(g);
+}
+
 int main(void) {
   spora_context_t* ctx = NULL;
   spora_device_t *dev, *cpu = NULL, *sim = NULL;
@@ -175,6 +258,7 @@ int main(void) {
   for (i = 0; i < n; ++i) {
     OK(spora_device_get(ctx, i, &dev));
     test_device(dev);
+    test_graph(dev);
   }
   OK(spora_op_count(&nops));
   EXPECT(nops >= 16, "op count %zu", nops);

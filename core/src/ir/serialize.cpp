@@ -265,11 +265,17 @@ Graph from_json(const std::string& text) {
   } catch (const json::exception& e) {
     fail(Code::kInvalidArgument, "[graph json] not valid JSON: {}", e.what());
   }
-  if (!j.is_object() || j.value("format", "") != "spora-graph")
+  if (!j.is_object() || !j.contains("format") || !j["format"].is_string() || j["format"] != "spora-graph")
     fail(Code::kInvalidArgument, "[graph json] not a Spora graph (missing \"format\": \"spora-graph\")");
-  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int>() > kFormatVersion)
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() > kFormatVersion)
     fail(Code::kInvalidArgument, "[graph json] unsupported format version; this Spora reads up to {}", kFormatVersion);
-  std::shared_ptr<Graph> g = dec_graph(j, 0);
+  std::shared_ptr<Graph> g;
+  try {
+    g = dec_graph(j, 0);
+  } catch (const json::exception& e) {
+    // Every field is type-checked before use; this is the backstop.
+    fail(Code::kInvalidArgument, "[graph json] malformed: {}", e.what());
+  }
   verify(*g);
   return std::move(*g);
 }
