@@ -23,6 +23,7 @@
 #include <functional>
 
 #include "autodiff/bprop.h"
+#include "autodiff/bprop_decomposed.h"
 #include "autodiff/rule_helpers.h"
 #include "autodiff/grad.h"
 #include "support/error.h"
@@ -59,86 +60,6 @@ Attrs axis_attr(int64_t axis) {
   return a;
 }
 
-// ---- vjp of a decomposition -------------------------------------------------
-
-using BuildFn = std::function<V(GradBuilder&, const V&)>;
-
-// The vector-Jacobian product of f at `xs` for output cotangents `gs`
-// (invalid: that output has none), where `build` computes f's outputs from
-// its inputs with basic ops. The decomposition is differentiated in a
-// scratch graph and the nodes the gradients need are copied into b's graph,
-// so the result is made of basic ops with rules of their own. Returns one
-// gradient per input (invalid for non-float inputs).
-V vjp_of(GradBuilder& b, const ir::Node& node, const V& xs, const V& gs, const BuildFn& build) {
-  ir::Graph scratch(node.op->name + "_vjp");
-  V sx, sg(gs.size());
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const TensorMeta& m = b.meta(xs[i]);
-    sx.push_back(scratch.add_input("x" + std::to_string(i), m.dtype, m.shape));
-  }
-  for (size_t j = 0; j < gs.size(); ++j) {
-    if (!gs[j].valid()) continue;
-    const TensorMeta& m = b.meta(gs[j]);
-    sg[j] = scratch.add_input("g" + std::to_string(j), m.dtype, m.shape);
-  }
-  GradBuilder sb(scratch, node.loc);
-  const V outs = build(sb, sx);
-  Value loss;
-  for (size_t j = 0; j < gs.size(); ++j) {
-    if (!sg[j].valid()) continue;
-    Value term = sb.op("sum", {sb.op("mul", {outs[j], sg[j]})});
-    if (loss.valid() && sb.meta(term).dtype != sb.meta(loss).dtype) term = cast(sb, term, sb.meta(loss).dtype);
-    loss = loss.valid() ? sb.op("add", {loss, term}) : term;
-  }
-  V result(xs.size());
-  if (!loss.valid()) return result;
-  scratch.set_outputs({loss});
-  std::vector<int32_t> wrt;
-  std::vector<size_t> which;
-  for (size_t i = 0; i < xs.size(); ++i) {
-    if (!dtype_is_float(b.meta(xs[i]).dtype)) continue;
-    wrt.push_back(sx[i].node);
-    which.push_back(i);
-  }
-  if (wrt.empty()) return result;
-  const ir::Graph gg = value_and_grad(scratch, wrt, 0);
-  const auto& nodes = gg.nodes();
-  std::vector<bool> need(nodes.size(), false);
-  for (size_t o = 1; o < gg.outputs().size(); ++o) need[static_cast<size_t>(gg.outputs()[o].node)] = true;
-  for (size_t id = nodes.size(); id-- > 0;)
-    if (need[id])
-      for (const Value& v : nodes[id].inputs) need[static_cast<size_t>(v.node)] = true;
-  std::vector<V> copied(nodes.size());
-  for (size_t id = 0; id < nodes.size(); ++id) {
-    if (!need[id]) continue;
-    const ir::Node& n = nodes[id];
-    switch (n.kind) {
-      case ir::NodeKind::kInput: {
-        for (size_t i = 0; i < sx.size(); ++i)
-          if (sx[i].node == static_cast<int32_t>(id)) copied[id] = {xs[i]};
-        for (size_t j = 0; j < sg.size(); ++j)
-          if (sg[j].valid() && sg[j].node == static_cast<int32_t>(id)) copied[id] = {gs[j]};
-        break;
-      }
-      case ir::NodeKind::kConstant:
-        copied[id] = {b.graph().add_constant(n.outputs[0].dtype, n.outputs[0].shape, *n.data, n.loc)};
-        break;
-      case ir::NodeKind::kApply: {
-        V in;
-        for (const Value& v : n.inputs) in.push_back(copied[static_cast<size_t>(v.node)].at(static_cast<size_t>(v.index)));
-        copied[id] = b.ops(n.op->name.c_str(), in, n.attrs);
-        break;
-      }
-      default:
-        fail(Code::kInternal, "[{}] unexpected {} node in a decomposition", node.op->name, ir::node_kind_name(n.kind));
-    }
-  }
-  for (size_t w = 0; w < which.size(); ++w) {
-    const Value out = gg.outputs()[1 + w];
-    result[which[w]] = copied[static_cast<size_t>(out.node)].at(static_cast<size_t>(out.index));
-  }
-  return result;
-}
 
 // ---- softmax family ---------------------------------------------------------
 
@@ -243,17 +164,17 @@ V norm_grad_formula(GradBuilder& b, const V& in, const NormView& v) {
 
 V batch_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
   const NormView v = batch_view(b.meta(x[0]).shape);
-  return vjp_of(b, n, x, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+  return vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
 }
 
 V layer_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
   const NormView v = layer_view(b.meta(x[0]).shape, n.attrs.get_int("normalized_ndim"));
-  return vjp_of(b, n, x, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+  return vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
 }
 
 V group_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
   const NormView v = group_view(b.meta(x[0]).shape, n.attrs.get_int("groups"));
-  return vjp_of(b, n, x, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+  return vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
 }
 
 // The adjoint of x through the statistics alone: mean = sum(x) / n and
