@@ -45,7 +45,8 @@ TEST(Passes, PipelineHasLevelsAndOrder) {
   EXPECT_TRUE(passes::pipeline(0).empty());
   std::vector<std::string> names;
   for (const auto& p : passes::pipeline(1)) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"dce", "cse", "algebraic_simplify", "constant_folding"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"dce", "cse", "algebraic_simplify", "constant_folding", "epilogue_fusion"}));
   ir::Graph g;
   EXPECT_THROW(passes::optimize(g, 7), Error);
 }

@@ -117,3 +117,24 @@ TEST(Inference, ReshapeInfersOneDim) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+// OpDefs are initialised by position: a field added before `cost` once
+// turned every cost function into in_place = true. Only elementwise-style
+// ops may compute in place, and ops that declared costs keep them.
+TEST(Registry, OnlyElementwiseOpsComputeInPlace) {
+  for (const char* op : {"matmul", "linear", "conv2d", "conv2d_bias", "max_pool2d", "softmax", "sum", "cross_entropy"}) {
+    const OpDef* d = OpRegistry::get().find(op);
+    ASSERT_NE(d, nullptr) << op;
+    EXPECT_FALSE(d->in_place) << op;
+    EXPECT_NE(d->cost, nullptr) << op;
+  }
+  EXPECT_TRUE(OpRegistry::get().find("add")->in_place);
+  EXPECT_TRUE(OpRegistry::get().find("relu")->in_place);
+  EXPECT_FALSE(OpRegistry::get().find("cast")->in_place);
+}
+
+}  // namespace
+}  // namespace spora

@@ -67,12 +67,13 @@ struct OpDef {
   // Inference decides how many outputs there are (split); `outputs` then
   // names the repeated output.
   bool dynamic_outputs = false;
-  // Kernels accept output 0 aliasing an input of the same dtype and shape
-  // (elementwise ops): the memory planner may then compute in place.
-  bool in_place = false;
   // Work estimate; when null, one flop per output element and the bytes of
   // every operand (right for elementwise and layout ops).
   CostFn cost = nullptr;
+  // Kernels accept output 0 aliasing an input of the same dtype and shape
+  // (elementwise ops): the memory planner may then compute in place. Keep
+  // this after `cost`: families initialise OpDefs by position up to cost.
+  bool in_place = false;
 
   std::string schema() const;  // one-line schema text
   Cost estimate(const OpCall& call) const;

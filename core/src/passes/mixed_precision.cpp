@@ -1,0 +1,180 @@
+// Mixed precision (O2): the matrix products of an f32 graph run in bf16,
+// everything else stays f32.
+//
+// Converted: matmul, linear, the convolutions (conv2d, conv2d_bias,
+// conv2d_transpose and the gradient ops conv2d_grad_input and
+// conv2d_grad_weight) and their epilogue-fused forms (linear_act,
+// linear_add_act, conv2d_act, conv2d_add_act), when all their inputs are
+// f32 and they are compute-bound (kMinFlopsPerByte, from the registry's
+// cost estimates). Their inputs are cast to bf16 and the output is cast back to f32, so
+// every other op -- reductions, softmax and losses, norms, the optimizer's
+// update -- sees f32 as before, and weights stay f32 (the "master" copy).
+// These ops accumulate in f32 inside (oneDNN), so the error is the bf16
+// rounding of the operands and of the result: ~3 significant digits.
+//
+// Casts are few:
+//   - one cast per value: a weight read by the forward linear and by the
+//     backward matmul is cast once;
+//   - no chains: an input that is itself a cast of a bf16 value to f32 (the
+//     output of another converted op, or the user's own cast) is replaced by
+//     that bf16 value, since bf16 -> f32 -> bf16 is the identity. Chained
+//     layers (linear_act -> linear_act) pass bf16 straight through, and the
+//     f32 copy is only made if something else reads it;
+//   - constants are converted here, not cast at run time.
+// Casts left without readers are removed at the end.
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/rewrite.h"
+#include "passes/pass.h"
+
+namespace spora::passes {
+namespace {
+
+using ir::Graph;
+using ir::Node;
+using ir::NodeKind;
+using ir::Value;
+
+constexpr DType F32 = SPORA_DTYPE_F32, BF16 = SPORA_DTYPE_BF16;
+
+// Products doing fewer flops per byte of their f32 operands than this (the
+// registry's cost estimate) stay f32. They are memory-bound: bf16 arithmetic
+// buys nothing, and the casts add traffic. Measured on the bench_train_step
+// models (Zen4, oneDNN 2.6.3): LeNet's first conv (1 -> 6 channels, ~10
+// flops/byte) is slower in bf16 in every direction (its bf16 weight
+// gradient takes oneDNN's gemm path, 1.8 ms vs 0.38 ms in f32), and
+// converting it made the whole step slower than f32; the classifier
+// layers with 10 outputs (~5 flops/byte) gain nothing either. The MLP's
+// 784/512-wide products (42-51 flops/byte) and LeNet's second conv (~42)
+// run 1.5-3x faster in bf16.
+constexpr double kMinFlopsPerByte = 16;
+
+bool converted_op(const std::string& op) {
+  static const char* const kOps[] = {"matmul",          "linear",         "conv2d",         "conv2d_bias",
+                                     "conv2d_transpose", "conv2d_grad_input", "conv2d_grad_weight",
+                                     "linear_act",      "linear_add_act", "conv2d_act",     "conv2d_add_act"};
+  for (const char* o : kOps)
+    if (op == o) return true;
+  return false;
+}
+
+bool candidate(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::kApply || !converted_op(n.op->name)) return false;
+  if (n.outputs.size() != 1 || n.outputs[0].dtype != F32) return false;
+  for (const Value& v : n.inputs)
+    if (g.meta(v).dtype != F32) return false;
+  // Memory-bound products stay f32 (see kMinFlopsPerByte).
+  TensorMeta metas[kMaxOpInputs];
+  for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = g.meta(n.inputs[i]);
+  OpCall call;
+  infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
+  const Cost c = n.op->estimate(call);
+  return c.flops >= kMinFlopsPerByte * c.bytes;
+}
+
+// f32 -> bf16, round to nearest even; NaN stays a (quiet) NaN.
+uint16_t to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+Attrs cast_to(DType t) {
+  Attrs a;
+  a.set("dtype", AttrValue::of_string(dtype_name(t)));
+  return a;
+}
+
+class Converter {
+ public:
+  explicit Converter(Graph& out) : out_(out) {}
+
+  // The bf16 version of f32 value `v` of the output graph.
+  Value bf16(Value v) {
+    auto it = cache_.find(key(v));
+    if (it != cache_.end()) return it->second;
+    Value r;
+    const Node& n = out_.node(v.node);
+    if (n.kind == NodeKind::kApply && n.op->name == "cast" && out_.meta(n.inputs[0]).dtype == BF16) {
+      r = n.inputs[0];  // cast(cast(x, f32), bf16) == x
+    } else if (n.kind == NodeKind::kConstant && n.data) {
+      const int64_t count = n.outputs[0].shape.numel();
+      std::vector<uint8_t> bytes(static_cast<size_t>(count) * 2);
+      for (int64_t i = 0; i < count; ++i) {
+        float f;
+        std::memcpy(&f, n.data->data() + 4 * i, 4);
+        const uint16_t h = to_bf16(f);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+      r = out_.add_constant(BF16, n.outputs[0].shape, std::move(bytes), n.loc);
+    } else {
+      r = out_.add_op("cast", {v}, cast_to(BF16), n.loc)[0];
+      out_.mutable_node(r.node).device = n.device;
+    }
+    cache_.emplace(key(v), r);
+    return r;
+  }
+
+ private:
+  static int64_t key(Value v) { return (static_cast<int64_t>(v.node) << 16) | v.index; }
+  Graph& out_;
+  std::map<int64_t, Value> cache_;
+};
+
+// Drops op and constant nodes nothing reads (the casts this pass made
+// unnecessary); inputs and weights stay.
+void drop_dead(Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<bool> live(nodes.size(), false);
+  for (const Value& v : g.outputs()) live[static_cast<size_t>(v.node)] = true;
+  for (size_t id = nodes.size(); id-- > 0;) {
+    const Node& n = nodes[id];
+    if (n.kind == NodeKind::kInput || n.kind == NodeKind::kWeight) live[id] = true;
+    if (!live[id]) continue;
+    for (const Value& v : n.inputs) live[static_cast<size_t>(v.node)] = true;
+  }
+  bool any_dead = false;
+  for (bool l : live) any_dead = any_dead || !l;
+  if (!any_dead) return;
+  ir::Rewriter rw(g);
+  for (size_t id = 0; id < nodes.size(); ++id)
+    if (live[id]) rw.copy(static_cast<int32_t>(id));
+  g = rw.finish();
+}
+
+bool mixed_precision(Graph& g) {
+  bool any = false;
+  for (const Node& n : g.nodes()) any = any || candidate(g, n);
+  if (!any) return false;
+  ir::Rewriter rw(g);
+  Converter conv(rw.out());
+  for (size_t id = 0; id < g.nodes().size(); ++id) {
+    const Node& n = g.nodes()[id];
+    if (!candidate(g, n)) {
+      rw.copy(static_cast<int32_t>(id));
+      continue;
+    }
+    std::vector<Value> in;
+    for (const Value& v : n.inputs) in.push_back(conv.bf16(rw.map(v)));
+    const Value y = rw.out().add_op(n.op->name, in, n.attrs, n.loc)[0];
+    rw.out().mutable_node(y.node).device = n.device;
+    rw.out().mutable_node(y.node).name = n.name;
+    const Value back = rw.out().add_op("cast", {y}, cast_to(F32), n.loc)[0];
+    rw.out().mutable_node(back.node).device = n.device;
+    rw.set({static_cast<int32_t>(id), 0}, back);
+  }
+  g = rw.finish();
+  drop_dead(g);
+  return true;
+}
+
+}  // namespace
+
+SPORA_PASS("mixed_precision", 2, 500, mixed_precision);
+
+}  // namespace spora::passes
