@@ -48,10 +48,9 @@ def test_disabled_op_matches_cpu(devs, op, shapes, attrs):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_graph_mode_uses_the_same_fallback_for_eager_only(devs):
-    # Graph compilation asks the device for every kernel up front: a missing
-    # one is an error naming the op (placement by capability is the
-    # scheduler's job, not yet done).
+def test_compiling_an_op_without_kernel_or_decomposition_names_it(devs):
+    # softmax has no decomposition: compiling for a device without its
+    # kernel is an error naming the op and the source line.
     _, sim = devs
     g = S.Graph("g")
     x = g.input("x", S.DTYPE_F32, [2, 3])
@@ -60,3 +59,24 @@ def test_graph_mode_uses_the_same_fallback_for_eager_only(devs):
         g.compile(sim)
     assert e.value.status == S.ERROR_UNIMPLEMENTED
     assert "[softmax]" in e.value.message and "model.py:5" in e.value.message
+
+
+def test_compiled_graph_decomposes_ops_the_device_lacks(devs):
+    # linear, relu and sigmoid are disabled on sim but have decompositions:
+    # compilation places them as their parts (matmul, add, maximum, ...).
+    cpu, sim = devs
+    rng = np.random.default_rng(5)
+    vals = [rng.standard_normal(s).astype(np.float32) for s in [(4, 6), (5, 6), (5,)]]
+    results = []
+    for dev in (cpu, sim):
+        g = S.Graph("decomposed")
+        x = g.input("x", S.DTYPE_F32, [4, 6])
+        w = g.weight("w", S.DTYPE_F32, [5, 6])
+        b = g.weight("b", S.DTYPE_F32, [5])
+        h = g.op("relu", [g.op("linear", [x, w, b])[0]])[0]
+        g.set_outputs([g.op("sigmoid", [h])[0]])
+        exe = g.compile(dev)
+        out = exe.run([S.Tensor.from_numpy(dev, v) for v in vals], 1)[0]
+        assert out.device == dev
+        results.append(out.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)

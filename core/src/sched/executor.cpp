@@ -4,7 +4,10 @@
 #include <cstdlib>
 #include <map>
 
+#include "ir/builder.h"
+#include "ir/rewrite.h"
 #include "ir/verifier.h"
+#include "ops/decompose.h"
 #include "runtime/eager.h"
 #include "sched/memory_plan.h"
 #include "support/error.h"
@@ -66,7 +69,59 @@ int64_t max_while_iterations() {
 
 Executable::~Executable() = default;
 
-Executable::Executable(const ir::Graph& graph, Device* device) : graph_(graph), device_(device) {
+namespace {
+
+// Placement by capability: an op the device has no kernel for is replaced by
+// its decomposition (repeatedly: a decomposition may use ops the device
+// lacks too). Ops without one stay, and planning reports them with their
+// source line.
+ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
+  ir::Graph cur = g;
+  for (int round = 0; round < 4; ++round) {
+    ir::Rewriter rw(cur);
+    bool changed = false;
+    for (size_t id = 0; id < cur.nodes().size(); ++id) {
+      const ir::Node& n = cur.nodes()[id];
+      if (n.kind != ir::NodeKind::kApply) {
+        rw.copy(static_cast<int32_t>(id));
+        continue;
+      }
+      TensorMeta metas[kMaxOpInputs];
+      for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = cur.meta(n.inputs[i]);
+      OpCall call;
+      infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
+      const DecomposeFn fn = call.view ? nullptr : find_decomposition(n.op->name);
+      bool supported = true;
+      if (fn) {
+        try {
+          device->kernel(*n.op, call);
+        } catch (const Error& e) {
+          if (e.code() != Code::kUnimplemented) throw;
+          supported = false;
+        }
+      }
+      if (supported) {
+        rw.copy(static_cast<int32_t>(id));
+        continue;
+      }
+      ir::Builder b(rw.out(), n.loc);
+      std::vector<ir::Value> x;
+      for (const ir::Value& v : n.inputs) x.push_back(rw.map(v));
+      const std::vector<ir::Value> outs = fn(b, x, n.attrs);
+      for (size_t o = 0; o < outs.size() && o < n.outputs.size(); ++o)
+        rw.set({static_cast<int32_t>(id), static_cast<int32_t>(o)}, outs[o]);
+      changed = true;
+    }
+    if (!changed) break;
+    cur = rw.finish();
+  }
+  return cur;
+}
+
+}  // namespace
+
+Executable::Executable(const ir::Graph& graph, Device* device)
+    : graph_(decompose_unsupported(graph, device)), device_(device) {
   ir::verify(graph_);
   const auto& nodes = graph_.nodes();
   slots_.resize(nodes.size());
