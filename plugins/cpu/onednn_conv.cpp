@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "onednn_operand.h"
 
 namespace spora::cpu {
 namespace {
@@ -29,19 +30,10 @@ using plugin::KernelPlan;
 using plugin::Shape;
 using tag = memory::format_tag;
 
-size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 
 // One operand of the primitive: its plain layout, the primitive's layout and,
 // when they differ, the reorder between them and its place in the workspace.
-struct Operand {
-  int arg = 0;    // DNNL_ARG_*
-  int index = 0;  // input or output index
-  bool output = false;
-  memory::desc user, prim;
-  bool reordered = false;
-  dnnl::reorder convert;  // user -> prim for inputs, prim -> user for the output
-  size_t offset = 0;
-};
+using Operand = ReorderedOperand;
 
 struct State {
   dnnl::primitive prim;
@@ -90,21 +82,7 @@ bool skip_ref(PD& pd, std::string* seen) {
 
 void add_operand(State& s, size_t& ws, int arg, int index, bool output, const memory::desc& user,
                  const memory::desc& prim) {
-  Operand o;
-  o.arg = arg;
-  o.index = index;
-  o.output = output;
-  o.user = user;
-  o.prim = prim;
-  o.reordered = user != prim;
-  if (o.reordered) {
-    auto& eng = onednn_engine();
-    o.convert = output ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, prim, eng, user))
-                       : dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, prim));
-    o.offset = ws;
-    ws += align_up(prim.get_size());
-  }
-  s.operands.push_back(std::move(o));
+  s.operands.push_back(make_operand(ws, arg, index, output, user, prim));
 }
 
 enum class Kind { kForward, kData, kWeight };

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "onednn_operand.h"
 
 namespace spora::cpu {
 namespace {
@@ -41,7 +42,6 @@ using plugin::KernelPlan;
 using plugin::Shape;
 using tag = memory::format_tag;
 
-size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 
 // Moves past implementations named "ref"; false when only those remain.
 template <class PD>
@@ -147,14 +147,7 @@ spora_plugin_error_t* plan_linear(KernelPlan& p) {
 
 // One operand: its plain layout, the primitive's, and the reorder between
 // them with its place in the workspace when they differ.
-struct Operand {
-  int arg = 0;
-  int index = 0;
-  memory::desc user, prim;
-  bool reordered = false;
-  dnnl::reorder convert;  // user -> prim (inputs), prim -> user (the output)
-  size_t offset = 0;
-};
+using Operand = ReorderedOperand;
 
 struct ConvState {
   dnnl::convolution_forward prim;
@@ -170,22 +163,6 @@ struct ConvState {
   size_t scratch_offset = 0;
 };
 
-Operand make_operand(size_t& ws, int arg, int index, bool output, const memory::desc& user, const memory::desc& prim) {
-  Operand o;
-  o.arg = arg;
-  o.index = index;
-  o.user = user;
-  o.prim = prim;
-  o.reordered = user != prim;
-  if (o.reordered) {
-    auto& eng = onednn_engine();
-    o.convert = output ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, prim, eng, user))
-                       : dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, prim));
-    o.offset = ws;
-    ws += align_up(prim.get_size());
-  }
-  return o;
-}
 
 void run_conv(const KernelPlan& p, const void* const* in, void* const* out, void* workspace) {
   const ConvState& s = p.get<ConvState>();

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "autodiff/grad.h"
+#include "ir_test_util.h"
 #include "ir/printer.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
@@ -18,11 +19,6 @@
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
 
 Context& ctx() {
   static Context* c = [] {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "autodiff/grad.h"
+#include "ir_test_util.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
@@ -12,34 +13,6 @@
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
-
-std::vector<uint8_t> f32(std::initializer_list<float> v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), std::data(v), b.size());
-  return b;
-}
-
-bool run(const char* name, ir::Graph& g) {
-  for (const auto& p : passes::pipeline(2))
-    if (std::string(p.name) == name) {
-      const bool changed = p.run(g);
-      ir::verify(g);
-      return changed;
-    }
-  ADD_FAILURE() << "no pass " << name;
-  return false;
-}
-
-size_t count_ops(const ir::Graph& g, const std::string& op) {
-  size_t n = 0;
-  for (const auto& node : g.nodes()) n += node.kind == ir::NodeKind::kApply && node.op->name == op;
-  return n;
-}
 
 Attrs with(const char* name, AttrValue v) {
   Attrs a;

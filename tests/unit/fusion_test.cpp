@@ -8,6 +8,7 @@
 #include <random>
 
 #include "autodiff/grad.h"
+#include "ir_test_util.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "ops/decompose.h"
@@ -22,11 +23,6 @@ namespace spora {
 namespace {
 
 constexpr DType F32 = SPORA_DTYPE_F32;
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
 
 ir::Value scalar(ir::Graph& g, float v) {
   std::vector<uint8_t> b(4);
@@ -43,12 +39,6 @@ bool fuse(ir::Graph& g) {
     }
   ADD_FAILURE() << "no elementwise_fusion pass";
   return false;
-}
-
-size_t count_ops(const ir::Graph& g, const std::string& op) {
-  size_t n = 0;
-  for (const auto& node : g.nodes()) n += node.kind == ir::NodeKind::kApply && node.op->name == op;
-  return n;
 }
 
 const ir::Node* first_op(const ir::Graph& g, const std::string& op) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "ir/printer.h"
+#include "ir_test_util.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
 #include "runtime/context.h"
@@ -17,11 +18,6 @@
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
 
 // y = softmax(relu(x @ w1^T + b1) @ w2^T + b2), a two-layer MLP.
 ir::Graph mlp(int64_t batch, int64_t in, int64_t hidden, int64_t out) {

@@ -5,34 +5,13 @@
 #include <cstring>
 
 #include "autodiff/grad.h"
+#include "ir_test_util.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
-
-bool run(const char* name, ir::Graph& g) {
-  for (const auto& p : passes::pipeline(2))
-    if (std::string(p.name) == name) {
-      const bool changed = p.run(g);
-      ir::verify(g);
-      return changed;
-    }
-  ADD_FAILURE() << "no pass " << name;
-  return false;
-}
-
-size_t count_ops(const ir::Graph& g, const std::string& op) {
-  size_t n = 0;
-  for (const auto& node : g.nodes()) n += node.kind == ir::NodeKind::kApply && node.op->name == op;
-  return n;
-}
 
 // No cast reads a cast (cast(cast(x))).
 void expect_no_cast_chains(const ir::Graph& g) {

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ir/printer.h"
+#include "ir_test_util.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "runtime/context.h"
@@ -11,35 +12,6 @@
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
-
-std::vector<uint8_t> f32(std::initializer_list<float> v) {
-  std::vector<uint8_t> b(v.size() * 4);
-  std::memcpy(b.data(), std::data(v), b.size());
-  return b;
-}
-
-// Runs only the named pass.
-bool run(const char* name, ir::Graph& g) {
-  for (const auto& p : passes::pipeline(2))
-    if (std::string(p.name) == name) {
-      const bool changed = p.run(g);
-      ir::verify(g);
-      return changed;
-    }
-  ADD_FAILURE() << "no pass " << name;
-  return false;
-}
-
-size_t count_ops(const ir::Graph& g, const std::string& op) {
-  size_t n = 0;
-  for (const auto& node : g.nodes()) n += node.kind == ir::NodeKind::kApply && node.op->name == op;
-  return n;
-}
 
 TEST(Passes, PipelineHasLevelsAndOrder) {
   EXPECT_TRUE(passes::pipeline(0).empty());

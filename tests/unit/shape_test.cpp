@@ -3,16 +3,12 @@
 #include <gtest/gtest.h>
 
 #include "ir/shape.h"
+#include "ir_test_util.h"
 #include "ops/registry.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
-
-Shape S(std::initializer_list<int64_t> d) {
-  std::vector<int64_t> v(d);
-  return Shape::from(v.data(), static_cast<int32_t>(v.size()), "test");
-}
 
 TEST(Shape, BroadcastsLikeNumpy) {
   EXPECT_EQ(broadcast_shapes(S({2, 3}), S({3}), "add"), S({2, 3}));

@@ -155,7 +155,8 @@ V pad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
     return {slice(b, dy[0], starts, ends)};
   }
   if (mode != "reflect" && mode != "edge")
-    fail(Code::kUnimplemented, "[pad] gradient of mode '{}' is not implemented", mode);
+    fail(Code::kInternal, "[pad] mode '{}' reached the gradient rule; inference accepts only constant, reflect, edge",
+         mode);
   Value g = dy[0];
   Shape cur = b.meta(g).shape;
   for (int d = 0; d < s.rank; ++d) {
