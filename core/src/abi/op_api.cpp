@@ -1,4 +1,6 @@
 // C API: the op registry and eager op calls.
+#include <vector>
+
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
 #include "runtime/eager.h"
@@ -70,15 +72,21 @@ spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tenso
       in[i] = &inputs[i]->t;
     }
     static const spora::Attrs kNoAttrs;
-    spora::Tensor out[spora::kMaxOpOutputs];
+    // Stack room for the usual one or two outputs; constructing
+    // kMaxOpOutputs tensors per call would cost more than the call.
+    spora::Tensor small[4];
+    std::vector<spora::Tensor> large(num_outputs > 4 ? num_outputs : 0);
+    spora::Tensor* out = num_outputs > 4 ? large.data() : small;
     spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), attrs ? attrs->attrs : kNoAttrs, out,
                       static_cast<int>(num_outputs));
     // Allocate every handle before publishing any, so a failure leaks nothing.
-    spora_tensor_t* handles[spora::kMaxOpOutputs] = {};
+    spora_tensor_t* handles_small[4] = {};
+    std::vector<spora_tensor_t*> handles_large(num_outputs > 4 ? num_outputs : 0, nullptr);
+    spora_tensor_t** handles = num_outputs > 4 ? handles_large.data() : handles_small;
     try {
       for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
     } catch (...) {
-      for (auto* h : handles) delete h;
+      for (size_t i = 0; i < num_outputs; ++i) delete handles[i];
       throw;
     }
     for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];

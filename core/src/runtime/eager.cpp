@@ -1,5 +1,7 @@
 #include "runtime/eager.h"
 
+#include <memory>
+
 #include "runtime/fallback.h"
 #include "support/error.h"
 
@@ -8,7 +10,10 @@ namespace spora {
 void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, int num_inputs, const Attrs& attrs,
                 Tensor* outputs, int num_outputs) {
   if (num_inputs > kMaxOpInputs) fail(Code::kInvalidArgument, "[{}] too many inputs ({})", op.name, num_inputs);
-  TensorMeta metas[kMaxOpInputs];
+  // Thread-local scratch, like `call` below: a fresh array of kMaxOpInputs
+  // metas would be zeroed on every call (several KB). Only read by
+  // infer_call, before any nested eager call could reuse it.
+  thread_local TensorMeta metas[kMaxOpInputs];
   for (int i = 0; i < num_inputs; ++i) {
     const Device* d = inputs[i]->device();
     if (!device) device = inputs[i]->device();
@@ -47,7 +52,12 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
   }
   spora_devptr_t in_ptrs[kMaxOpInputs], out_ptrs[kMaxOpOutputs];
   for (int i = 0; i < num_inputs; ++i) in_ptrs[i] = inputs[i]->data();
-  Tensor outs[kMaxOpOutputs];
+  // Outputs are published only after the launch succeeds. Most ops have one
+  // or two: keep those on the stack rather than constructing kMaxOpOutputs.
+  Tensor small[4];
+  std::unique_ptr<Tensor[]> large;
+  if (call.num_outputs > 4) large.reset(new Tensor[static_cast<size_t>(call.num_outputs)]);
+  Tensor* outs = large ? large.get() : small;
   for (int i = 0; i < call.num_outputs; ++i) {
     outs[i] = make_tensor(device, call.out[i].dtype, call.result[i]);
     out_ptrs[i] = outs[i].data();
