@@ -357,7 +357,8 @@ SPORA_API spora_status_t spora_checkpoint_save(const char* path, const char* con
                                                const char* metadata_json);
 /* Opens `path` and validates its header and layout; no tensor is read yet.
  * Any safetensors file with Spora's dtypes opens (tensors of files written
- * by other tools have no CRC to check). The file stays open until
+ * by other tools have no CRC to check), and so does a model file (its
+ * tensors are the model's weights). The file stays open until
  * spora_checkpoint_close, so replacing `path` meanwhile does not affect
  * what this handle reads. */
 SPORA_API spora_status_t spora_checkpoint_open(const char* path, spora_checkpoint_t** out);
