@@ -191,9 +191,7 @@ TEST(ModelLoad, DamagedOrForeignFilesAreCleanErrors) {
   const ir::Graph g = mlp();
   const MlpData d(dev);
   auto load_error = [&](const std::string& p) { return error_of([&] { io::Model m(p, dev); }); };
-  auto src = [](const std::string& name, const Tensor& t) {
-    return io::TensorSource{name, t.dtype, t.shape, [&t](void* dst, size_t n) { tensor_read(t, dst, n); }};
-  };
+  auto src = [](const std::string& name, const Tensor& t) { return io::tensor_source(name, t); };
   const std::map<std::string, std::string> meta = {
       {"spora.format", "model"}, {"spora.version", "1"}, {"spora.graph", ir::to_json(g)}};
   const std::vector<io::TensorSource> all = {src("fc1.weight", d.w1), src("fc1.bias", d.b1), src("fc2.weight", d.w2),
