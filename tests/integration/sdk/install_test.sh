@@ -30,6 +30,8 @@ fail() {
   exit 1
 }
 step() { echo "== $*"; }
+# CMake wraps its messages; compare text with whitespace runs made one space.
+flat() { tr -s ' \n' '  ' <"$1"; }
 # cmake configure with the same compiler and generator as the main build.
 configure() {
   local args=(-G "$gen" -DCMAKE_C_COMPILER="$cc")
@@ -74,7 +76,8 @@ rel=$(realpath --relative-to="$prefix/bin" "$prefix/$libdir")
 for f in "$prefix/$libdir/libspora.so.$version" "$prefix/$libdir"/spora/plugins/*.so; do
   [ -z "$(runpath "$f")" ] || fail "$f has RPATH/RUNPATH '$(runpath "$f")'; it should need none"
 done
-ldd "$prefix/bin/spora" | grep -q "libspora.so.$major => $prefix/$libdir/libspora.so.$major" ||
+resolved=$(ldd "$prefix/bin/spora" | sed -n "s/.*libspora.so.$major => \(.*\) (0x.*/\1/p")
+[ -n "$resolved" ] && [ "$resolved" -ef "$prefix/$libdir/libspora.so.$major" ] ||
   fail "bin/spora does not resolve libspora from the prefix: $(ldd "$prefix/bin/spora" | grep libspora)"
 
 step "plugins export only the probe and entry symbols"
@@ -106,7 +109,7 @@ cp -r "$prefix/share/spora/template" "$tmp/myplugin"
 if configure -S "$tmp/myplugin" -B "$tmp/unfilled" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/unfilled.log" 2>&1; then
   fail "configuring the unfilled template succeeded"
 fi
-grep -q "not yet filled in: set PLUGIN_NAME in" "$tmp/unfilled.log" && grep -qF "$tmp/myplugin/CMakeLists.txt" "$tmp/unfilled.log" || {
+flat "$tmp/unfilled.log" | grep -qF "not yet filled in: set PLUGIN_NAME in $tmp/myplugin/CMakeLists.txt" || {
   cat "$tmp/unfilled.log"
   fail "the unfilled template's error does not name PLUGIN_NAME and the file"
 }
@@ -204,7 +207,7 @@ expect_configure_error() { # <label> <cmake body> <expected text>
     -DCMAKE_PREFIX_PATH="$prefix" >"$d/log" 2>&1; then
     fail "$1: configure succeeded"
   fi
-  grep -qF "$3" "$d/log" || {
+  flat "$d/log" | grep -qF "$3" || {
     cat "$d/log"
     fail "$1: the error does not say '$3'"
   }
