@@ -38,11 +38,13 @@ set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
 # python3-spora -- PLACE FOR THE PYTHON PACKAGE. frontends/python is not on
-# main yet. When it lands, its install() rules for the CMake (non-wheel)
-# install must use COMPONENT python3-spora and a Debian Python destination
-# (lib/python3/dist-packages/spora); the package, its description and its
+# main yet; its wheel install (`pip install .`) uses the component "python",
+# which is skipped below. For the Debian package, its install() rules in a
+# plain CMake install (if(NOT SKBUILD)) should use COMPONENT python3-spora,
+# DESTINATION lib/python3/dist-packages/spora, and an INSTALL_RPATH from
+# there to ${CMAKE_INSTALL_LIBDIR}; the package, its description and its
 # Depends (libspora, spora-plugin-cpu) then come from the loop below, and
-# tests/integration/sdk/deb_test.sh starts expecting it.
+# tests/integration/sdk/deb_test.sh checks it like the others.
 
 get_cmake_property(_spora_components COMPONENTS)
 set(CPACK_COMPONENTS_ALL ${_spora_components})
@@ -75,6 +77,13 @@ foreach(comp IN LISTS _spora_components)
       "The '${CMAKE_MATCH_1}' backend of Spora, loaded by libspora at run time\n"
       "from its plugin directory.")
     set(CPACK_COMPONENT_${C}_DEPENDS libspora)
+  elseif(comp STREQUAL "python")
+    # The wheel's component (`pip install .` through scikit-build-core, which
+    # lays the package out for site-packages with libspora inside it): not a
+    # Debian package. python3-spora is the Debian one (see above).
+    message(STATUS "packaging: component 'python' is the wheel's (pip install .); no Debian package from it")
+    list(REMOVE_ITEM CPACK_COMPONENTS_ALL ${comp})
+    list(APPEND SPORA_WHEEL_ONLY_COMPONENTS ${comp})
   elseif(comp STREQUAL "python3-spora")
     string(CONCAT CPACK_COMPONENT_${C}_DESCRIPTION "Spora deep-learning framework: Python package\n"
       "import spora: tensors, ops, autodiff, jit, nn and training on Spora.")
@@ -93,5 +102,6 @@ foreach(comp IN LISTS _spora_components)
 endforeach()
 # Recorded in CPackConfig.cmake for tests/integration/sdk.
 set(CPACK_SPORA_UNPACKAGED_COMPONENTS "${SPORA_UNPACKAGED_COMPONENTS}")
+set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "${SPORA_WHEEL_ONLY_COMPONENTS}")
 
 include(CPack)

@@ -38,7 +38,10 @@ step "cpack -G DEB ($components)"
 }
 
 expected="libspora libspora-dev spora-tools spora-plugin-cpu spora-plugin-sim"
-[ -f "$src/frontends/python/CMakeLists.txt" ] && expected="$expected python3-spora"
+wheel_only=$(sed -n 's/^set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "\(.*\)")$/\1/p' "$config")
+if [ -n "$wheel_only" ] && [[ " $components " != *" python3-spora "* ]]; then
+  echo "NOTE: the Python package installs only for the wheel (component '$wheel_only'); no python3-spora package yet"
+fi
 for c in $components $expected; do
   [ -f "$tmp/pkgs/${c}_${version}_$(dpkg --print-architecture).deb" ] || {
     ls "$tmp/pkgs"
