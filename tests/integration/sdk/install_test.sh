@@ -7,7 +7,8 @@
 #      configured and built as a separate CMake project that knows nothing
 #      but CMAKE_PREFIX_PATH=<prefix>;
 #   3. the installed `spora devices` lists the new plugin with
-#      SPORA_PLUGIN_PATH pointing at it;
+#      SPORA_PLUGIN_PATH pointing at it, and `spora plugin check` (the
+#      conformance kit, once the tool has it) certifies it;
 #   4. a C program built with `pkg-config --cflags --libs spora` runs `add`
 #      on the template's device; the C API guide's example, built through
 #      find_package(Spora) and Spora::spora, runs on cpu and sim;
@@ -143,7 +144,23 @@ grep -qE "^  tmpl +device +ok +$plugin$" "$tmp/devices-tmpl.txt" && grep -qE "^ 
   cat "$tmp/devices-tmpl.txt"
   fail "spora devices does not list the template plugin as ok with device tmpl:0"
 }
-cat "$tmp/devices-tmpl.txt" | sed -n '1,4p'
+sed -n '1,4p' "$tmp/devices-tmpl.txt"
+
+step "spora plugin check <template build>/libspora-device-tmpl.so (the conformance kit)"
+if "$prefix/bin/spora" --help 2>&1 | grep -q "plugin check"; then
+  # The installed tool finds the installed cases (share/spora/conformance).
+  "$prefix/bin/spora" plugin check "$plugin" >"$tmp/check.txt" 2>&1 || {
+    cat "$tmp/check.txt"
+    fail "the template plugin does not pass spora plugin check"
+  }
+  grep -q "^tmpl: CERTIFIED" "$tmp/check.txt" || {
+    cat "$tmp/check.txt"
+    fail "spora plugin check did not certify the template"
+  }
+  grep -E "^(ABI|runtime) |^tmpl: " "$tmp/check.txt"
+else
+  echo "NOTE: this spora has no 'plugin check' command yet; the template was only loaded (spora devices)"
+fi
 
 step "pkg-config: a C program built against the prefix runs add on the template device"
 export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
@@ -157,7 +174,7 @@ SPORA_LOG_LEVEL=debug SPORA_PLUGIN_PATH=$tmp/myplugin-build "$tmp/template_add" 
   cat "$tmp/add.txt"
   fail "template_add failed"
 }
-cat "$tmp/add.txt" | grep -v '^\[spora'
+grep -v '^\[spora' "$tmp/add.txt"
 # Same-shape f32 add is the template's own kernel; the broadcast add it
 # refuses ran on cpu with copies.
 grep -qF "[add] planned kernel on tmpl:0" "$tmp/add.txt" || fail "the template's add kernel was not used"
