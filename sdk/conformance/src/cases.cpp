@@ -271,9 +271,17 @@ uint64_t Rng::next() {
 double Rng::uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
 double Rng::normal() {
+  // Box-Muller gives two values per pair of uniforms; keep the second.
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
   const double u1 = 1.0 - uniform();  // (0, 1]
   const double u2 = uniform();
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double r = std::sqrt(-2.0 * std::log(u1)), a = 6.283185307179586 * u2;
+  spare_ = r * std::sin(a);
+  has_spare_ = true;
+  return r * std::cos(a);
 }
 
 uint64_t seed_of(const std::string& id) {
@@ -303,33 +311,43 @@ std::vector<HostTensor> make_inputs(const Case& c, Rng& rng) {
         throw std::runtime_error(c.id + ": init '" + init + "' has a bad bound '" + parts[i] + "'");
       return v;
     };
+    enum class Kind { kNormal, kPositive, kUniform, kInt, kBool, kArange };
+    Kind gen;
+    double lo = 0, hi = 0;
+    if (kind == "normal") {
+      gen = Kind::kNormal;
+    } else if (kind == "positive") {
+      gen = Kind::kPositive;
+    } else if (kind == "uniform" || kind == "int") {
+      gen = kind == "int" ? Kind::kInt : Kind::kUniform;
+      lo = arg(1);
+      hi = arg(2);
+      if (!(hi > lo)) throw std::runtime_error(c.id + ": init '" + init + "' has an empty range");
+    } else if (kind == "bool") {
+      gen = Kind::kBool;
+    } else if (kind == "arange") {
+      gen = Kind::kArange;
+    } else {
+      throw std::runtime_error(c.id + ": unknown init '" + init + "'");
+    }
+    const auto span = static_cast<uint64_t>(hi - lo);
     HostTensor t;
     t.dtype = dt;
     t.shape = spec.shape;
     const int64_t n = numel(spec.shape);
-    t.bytes.assign(static_cast<size_t>(n) * dtype_bytes(dt), 0);
+    const size_t width = dtype_bytes(dt);
+    t.bytes.assign(static_cast<size_t>(n) * width, 0);
     for (int64_t i = 0; i < n; ++i) {
-      double v;
-      if (kind == "normal") {
-        v = rng.normal();
-      } else if (kind == "positive") {
-        v = 0.1 + 2.9 * rng.uniform();
-      } else if (kind == "uniform") {
-        const double lo = arg(1), hi = arg(2);
-        v = lo + (hi - lo) * rng.uniform();
-      } else if (kind == "int") {
-        const double lo = arg(1), hi = arg(2);
-        const auto span = static_cast<uint64_t>(hi - lo);
-        if (hi <= lo) throw std::runtime_error(c.id + ": init '" + init + "' has an empty range");
-        v = lo + static_cast<double>(rng.next() % span);
-      } else if (kind == "bool") {
-        v = static_cast<double>(rng.next() >> 63);
-      } else if (kind == "arange") {
-        v = static_cast<double>(i);
-      } else {
-        throw std::runtime_error(c.id + ": unknown init '" + init + "'");
+      double v = 0;
+      switch (gen) {
+        case Kind::kNormal: v = rng.normal(); break;
+        case Kind::kPositive: v = 0.1 + 2.9 * rng.uniform(); break;
+        case Kind::kUniform: v = lo + (hi - lo) * rng.uniform(); break;
+        case Kind::kInt: v = lo + static_cast<double>(rng.next() % span); break;
+        case Kind::kBool: v = static_cast<double>(rng.next() >> 63); break;
+        case Kind::kArange: v = static_cast<double>(i); break;
       }
-      store(dt, v, t.bytes.data() + static_cast<size_t>(i) * dtype_bytes(dt));
+      store(dt, v, t.bytes.data() + static_cast<size_t>(i) * width);
     }
     out.push_back(std::move(t));
   }

@@ -60,6 +60,8 @@ class Rng {
   double normal();   // standard normal (Box-Muller)
  private:
   uint64_t s_[4];
+  double spare_ = 0;
+  bool has_spare_ = false;
 };
 
 // The case's inputs, generated from one stream seeded by the case id, so
