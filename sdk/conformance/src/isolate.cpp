@@ -153,6 +153,9 @@ ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout
     const int sig = WTERMSIG(status);
     out.death = "crashed: killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
     out.finished = false;
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+    out.death = "stopped the checks with an exception (reported above)";
+    out.finished = false;
   } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
     out.death = "exited with status " + std::to_string(WEXITSTATUS(status)) + " (a plugin called exit?)";
     out.finished = false;

@@ -104,8 +104,17 @@ bool Report::failed() const {
 }
 
 void Report::print_checks(std::FILE* out) const {
+  // Grouped by part in a fixed order, each part's checks in the order they ran.
+  std::vector<const CheckResult*> ordered;
+  std::vector<std::string> parts = {"abi", "runtime", "kernels"};
+  for (const auto& c : checks)
+    if (std::find(parts.begin(), parts.end(), c.part) == parts.end()) parts.push_back(c.part);
+  for (const auto& p : parts)
+    for (const auto& c : checks)
+      if (c.part == p) ordered.push_back(&c);
   std::string part;
-  for (const auto& c : checks) {
+  for (const CheckResult* cp : ordered) {
+    const CheckResult& c = *cp;
     if (c.part != part) {
       part = c.part;
       int pass = 0, fail = 0, warn = 0;
