@@ -267,6 +267,10 @@ void check_abi(const std::string& path, Channel& ch, AbiState* st) {
     return Outcome::pass("score " + std::to_string(a.score));
   });
 
+  // A probe of 0 means "never enter" (the host does not): nothing more can
+  // be checked on this machine.
+  if (!st->can_run) return;
+
   // ---- entry with the current ABI ----
   const spora_host_t* host = make_host(SPORA_PLUGIN_ABI_MAJOR, SPORA_PLUGIN_ABI_MINOR, 0);
   spora_plugin_info_t info = fresh_info();
@@ -286,6 +290,13 @@ void check_abi(const std::string& path, Channel& ch, AbiState* st) {
             });
   if (!entered) return;
 
+  ch.fact("info", {{"name", info.name ? info.name : ""},
+                   {"kind", info.kind == SPORA_PLUGIN_KIND_DEVICE       ? "device"
+                            : info.kind == SPORA_PLUGIN_KIND_COLLECTIVE ? "collective"
+                                                                         : "unknown"},
+                   {"version", info.version ? info.version : ""},
+                   {"build", info.build ? info.build : ""},
+                   {"abi", std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor)}});
   run_check(ch, kPart, "info: struct_size, ABI version, kind, name", [&] {
     if (info.struct_size != sizeof(spora_plugin_info_t))
       return Outcome::fail("entry changed info.struct_size from " + std::to_string(sizeof(spora_plugin_info_t)) + " to " +
@@ -299,11 +310,6 @@ void check_abi(const std::string& path, Channel& ch, AbiState* st) {
     const std::string kind = info.kind == SPORA_PLUGIN_KIND_DEVICE ? "device" : "collective";
     st->name = info.name;
     st->abi_minor = info.abi_minor;
-    ch.fact("info", {{"name", info.name},
-                     {"kind", kind},
-                     {"version", info.version ? info.version : ""},
-                     {"build", info.build ? info.build : ""},
-                     {"abi", std::to_string(info.abi_major) + "." + std::to_string(info.abi_minor)}});
     if (!named)
       return Outcome::fail("the file is named " + file_name_of(path) + "; the loader only finds libspora-" + kind + "-" +
                            info.name + ".so");

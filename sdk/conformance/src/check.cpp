@@ -122,7 +122,7 @@ void run_abi_and_runtime(const std::string& path, const Options& opts, Report& r
     if (!malformed.empty())
       report.add("runtime", "error objects are well formed", Status::kFail, malformed.front() +
                  (malformed.size() > 1 ? " (and " + std::to_string(malformed.size() - 1) + " more)" : ""));
-    else
+    else if (seen > 0)
       report.add("runtime", "error objects are well formed", Status::kPass,
                  std::to_string(seen) + " error objects: struct_size, code, message, released by their own destroy");
     if (!unbracketed.empty())

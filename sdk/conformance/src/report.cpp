@@ -222,7 +222,10 @@ void Report::print(std::FILE* out) const {
     if (c.status == Status::kUnsupported) ++u;
   }
   std::fprintf(out, "\n");
-  if (!stopped.empty()) std::fprintf(out, "stopped: %s\n", stopped.c_str());
+  if (!stopped.empty()) {
+    std::fprintf(out, "stopped: %s\n%s: FAILED (not checked)\n", stopped.c_str(), target.c_str());
+    return;
+  }
   std::fprintf(out, "%s: %s -- checks %d pass, %d failed, %d warnings; kernel cases %d pass, %d failed, %d unsupported; "
                     "gradient cases %d pass, %d failed, %d unsupported\n",
                plugin_name.empty() ? target.c_str() : plugin_name.c_str(), failed() ? "FAILED" : "CERTIFIED", cpass,
