@@ -33,7 +33,8 @@ void plugin_usage(FILE* f) {
                "  --ops a,b        only these ops (and their gradients)\n"
                "  --quick          one case per op x dtype, one gradient case per op\n"
                "  --report FILE    also write the results as JSON\n"
-               "  --timeout SEC    limit for the ABI/runtime child process (default 120)\n"
+               "  --timeout SEC    a check or case making no progress for SEC seconds is\n"
+               "                   a hang (default 120)\n"
                "\n"
                "A name is searched like the host does (SPORA_PLUGIN_PATH, then the plugin\n"
                "directory next to libspora.so); a path is checked as given.\n");

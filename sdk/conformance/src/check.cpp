@@ -182,8 +182,10 @@ std::vector<Case> select_gradients(const std::vector<Case>& all, const Options& 
   return out;
 }
 
-void run_kernels(const std::string& path, const std::string& name, bool by_path, const std::vector<Case>& all,
-                 const Options& opts, const nlohmann::json& facts, Report& report) {
+// Child side of the kernel part: finds the plugin's device and the cpu
+// reference through libspora, then runs items[first..].
+void kernel_child(const std::string& path, const std::string& name, bool by_path, const std::vector<WorkItem>& items,
+                  size_t first, const nlohmann::json& facts, Channel& ch) {
   spora::Context ctx;
   if (by_path) ctx.add_plugin_path(path);
   std::error_code ec;
@@ -195,34 +197,69 @@ void run_kernels(const std::string& path, const std::string& name, bool by_path,
     usable = p.available;
     why = p.reason;
   }
-  if (!usable) {
-    report.add("kernels", "the host loads the plugin", Status::kFail, why);
-    return;
-  }
   KernelTarget t;
   try {
+    if (!usable) throw spora::Error(SPORA_ERROR_UNAVAILABLE, why);
     t.device = ctx.device(name);
   } catch (const spora::Error& e) {
-    report.add("kernels", "the host loads the plugin", Status::kFail, e.what());
+    ch.result("kernels", "the host loads the plugin", Status::kFail, e.what());
     return;
   }
   try {
     t.reference = ctx.device("cpu");
   } catch (const spora::Error& e) {
-    report.add("kernels", "the cpu reference plugin is available", Status::kFail,
-               std::string(e.what()) + "; kernels are compared with the cpu plugin, install it (spora-plugin-cpu)");
+    ch.result("kernels", "the cpu reference plugin is available", Status::kFail,
+              std::string(e.what()) + "; kernels are compared with the cpu plugin, install it (spora-plugin-cpu)");
     return;
   }
-  report.device = t.device.name();
-  report.reference = t.reference.name() + (t.reference.get() == t.device.get() ? " (the plugin itself)" : "");
-  report.add("kernels", "the host loads the plugin", Status::kPass, "device " + report.device);
+  ch.fact("device", t.device.name());
+  ch.fact("reference", t.reference.name() + (t.reference.get() == t.device.get() ? " (the plugin itself)" : ""));
+  if (first == 0) ch.result("kernels", "the host loads the plugin", Status::kPass, "device " + t.device.name());
   if (facts.contains("kernel_ops") && facts["kernel_ops"].is_array()) {
     t.has_kernel_ops = true;
     for (const auto& op : facts["kernel_ops"])
       if (op.is_string()) t.kernel_ops.insert(op.get<std::string>());
   }
-  check_kernel_cases(select(all, opts), t, report);
-  check_gradient_cases(select_gradients(all, opts), t, report);
+  for (size_t i = first; i < items.size(); ++i) {
+    ch.begin((items[i].gradient ? "gradient case " : "kernel case ") + items[i].c.id, static_cast<int64_t>(i));
+    ch.case_result(run_item(items[i], t));
+  }
+}
+
+// The kernel part, in child processes: a plugin whose kernel crashes or
+// hangs fails that case, and a new child carries on with the next one.
+void run_kernels(const std::string& path, const std::string& name, bool by_path, const std::vector<Case>& all,
+                 const Options& opts, const nlohmann::json& facts, Report& report) {
+  std::vector<WorkItem> items;
+  for (const Case& c : select(all, opts)) items.push_back({c, false});
+  for (const Case& c : select_gradients(all, opts)) items.push_back({c, true});
+  constexpr int kMaxRestarts = 10;
+  size_t first = 0;
+  for (int restarts = 0;; ++restarts) {
+    const ChildOutcome o = run_child(
+        [&](Channel& ch) { kernel_child(path, name, by_path, items, first, facts, ch); }, opts.child_timeout_s);
+    for (const auto& r : o.results) report.add(r);
+    for (const auto& c : o.cases)
+      if (c.status != Status::kSkip || c.detail.rfind("no f64 input", 0) != 0) report.add_case(c);
+    if (o.facts.contains("device")) report.device = o.facts["device"].get<std::string>();
+    if (o.facts.contains("reference")) report.reference = o.facts["reference"].get<std::string>();
+    if (o.finished) return;
+    if (o.last_item < static_cast<int64_t>(first) || o.last_item >= static_cast<int64_t>(items.size())) {
+      report.add("kernels", "the kernel checks ran to completion", Status::kFail,
+                 "the plugin " + o.death + (o.last_begun.empty() ? "" : " during '" + o.last_begun + "'"));
+      return;
+    }
+    const WorkItem& w = items[static_cast<size_t>(o.last_item)];
+    report.add_case({w.c.id, w.c.op, w.c.dtype, w.gradient, Status::kFail, "the plugin " + o.death});
+    first = static_cast<size_t>(o.last_item) + 1;
+    if (first >= items.size()) return;
+    if (restarts + 1 >= kMaxRestarts) {
+      report.add("kernels", "the kernel checks ran to completion", Status::kFail,
+                 "stopped after " + std::to_string(kMaxRestarts) + " crashed or hung cases; " +
+                     std::to_string(items.size() - first) + " cases not run");
+      return;
+    }
+  }
 }
 
 }  // namespace
@@ -326,7 +363,8 @@ int run(const Options& opts, std::FILE* out) {
     report.plugin_abi = info.value("abi", "");
   }
 
-  // Kernels, through libspora in this process (the children are done).
+  // Kernels, through libspora in child processes too: this process never
+  // loads the plugin.
   if (report.plugin_kind == "device") {
     run_kernels(path, report.plugin_name, by_path, cases, opts, facts, report);
   } else if (report.plugin_kind == "collective") {

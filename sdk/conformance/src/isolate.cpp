@@ -27,7 +27,16 @@ void Channel::send(const nlohmann::json& j) {
   }
 }
 
-void Channel::begin(const std::string& what) { send({{"begin", what}}); }
+void Channel::begin(const std::string& what, int64_t item) { send({{"begin", what}, {"item", item}}); }
+
+void Channel::case_result(const CaseResult& r) {
+  send({{"case", r.id},
+        {"op", r.op},
+        {"dtype", r.dtype},
+        {"gradient", r.gradient},
+        {"status", status_name(r.status)},
+        {"detail", r.detail}});
+}
 
 void Channel::result(const std::string& part, const std::string& name, Status status, const std::string& detail) {
   send({{"part", part}, {"name", name}, {"status", status_name(status)}, {"detail", detail}});
@@ -47,6 +56,11 @@ void take_lines(std::string& buf, ChildOutcome& out) {
     if (!j.is_object()) continue;
     if (j.contains("begin") && j["begin"].is_string()) {
       out.last_begun = j["begin"].get<std::string>();
+      out.last_item = j.value("item", int64_t{-1});
+    } else if (j.contains("case") && j["case"].is_string()) {
+      out.cases.push_back({j["case"].get<std::string>(), j.value("op", ""), j.value("dtype", ""),
+                           j.value("gradient", false), status_from_name(j.value("status", "")),
+                           j.value("detail", "")});
     } else if (j.contains("fact") && j["fact"].is_string()) {
       out.facts[j["fact"].get<std::string>()] = j.value("value", nlohmann::json());
     } else if (j.contains("name")) {
@@ -106,7 +120,8 @@ ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout
   ::close(report[1]);
   ::close(output[1]);
 
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  const auto limit = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(timeout_s));
+  auto deadline = std::chrono::steady_clock::now() + limit;
   std::string buf;
   bool report_open = true, output_open = true, timed_out = false;
   char chunk[4096];
@@ -127,6 +142,7 @@ ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout
       if (n > 0) {
         buf.append(chunk, static_cast<size_t>(n));
         take_lines(buf, out);
+        deadline = std::chrono::steady_clock::now() + limit;  // progress
       } else if (n == 0 || errno != EINTR) {
         report_open = false;
       }
@@ -147,7 +163,7 @@ ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (timed_out) {
-    out.death = "did not finish within " + std::to_string(static_cast<int>(timeout_s)) + " s (hung?)";
+    out.death = "made no progress for " + std::to_string(static_cast<int>(timeout_s)) + " s (hung?)";
     out.finished = false;
   } else if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);

@@ -24,9 +24,11 @@ namespace spora::conformance {
 class Channel {
  public:
   explicit Channel(int fd) : fd_(fd) {}
-  // About to run `what`; if the child dies or hangs, the parent names it.
-  void begin(const std::string& what);
+  // About to run `what` (work item `item` of the caller's list, or -1); if
+  // the child dies or hangs, the parent names it.
+  void begin(const std::string& what, int64_t item = -1);
   void result(const std::string& part, const std::string& name, Status status, const std::string& detail = "");
+  void case_result(const CaseResult& r);
   // A fact for the parent ("info", "kernel_ops", ...).
   void fact(const std::string& key, const nlohmann::json& value);
 
@@ -37,15 +39,19 @@ class Channel {
 
 struct ChildOutcome {
   std::vector<CheckResult> results;
+  std::vector<CaseResult> cases;
   nlohmann::json facts = nlohmann::json::object();
   std::string output;       // what the child wrote to stdout/stderr
   std::string last_begun;   // the last check the child started
+  int64_t last_item = -1;   // its work item, or -1
   bool finished = false;    // reached the end of the body and exited 0
   std::string death;        // "killed by signal 11 (Segmentation fault)", "timed out after 120 s", "exit status 3"
 };
 
 // Forks, runs `body` in the child (which then _exits) and collects what it
-// reported. Never throws for anything the child does.
+// reported. The child is killed when it reports nothing for `timeout_s`
+// seconds (each begin() counts as progress). Never throws for anything the
+// child does.
 ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout_s);
 
 }  // namespace spora::conformance

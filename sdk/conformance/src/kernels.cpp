@@ -135,47 +135,26 @@ CaseResult judge(const Case& c, const Run& ref, const Run& dev, bool listed, boo
   return res;
 }
 
-// Turns fallback on for the reference run and off for the device run; when
-// the plugin checked is cpu itself the two are the same device.
-class FallbackSwitch {
- public:
-  explicit FallbackSwitch(const KernelTarget& t) : t_(t) {}
-  ~FallbackSwitch() {
-    spora_device_set_fallback(t_.device.get(), 1);
-    spora_device_set_fallback(t_.reference.get(), 1);
-  }
-  void reference() { t_.reference.set_fallback(true); }
-  void device() { t_.device.set_fallback(false); }
+// Fallback off for the device's run, on for the reference's (they are the
+// same device when the plugin checked is cpu itself).
+void device_mode(const KernelTarget& t) { t.device.set_fallback(false); }
+void reference_mode(const KernelTarget& t) { t.reference.set_fallback(true); }
 
- private:
-  const KernelTarget& t_;
-};
+CaseResult run_forward(const Case& c, const KernelTarget& t) {
+  Rng rng(seed_of(c.id));
+  const std::vector<HostTensor> inputs = make_inputs(c, rng);
+  const OwnedAttrs attrs = to_attrs(c.attrs, c.id);
+  // The device first: an op it has no kernel for needs no reference run (a
+  // plugin with a few kernels is checked in seconds).
+  device_mode(t);
+  const Run dev = run_on(c, inputs, t.device, attrs.get());
+  if (dev.status == SPORA_ERROR_UNIMPLEMENTED) return {c.id, c.op, c.dtype, false, Status::kUnsupported, dev.error};
+  reference_mode(t);
+  const Run ref = run_on(c, inputs, t.reference, attrs.get());
+  return judge(c, ref, dev, t.kernel_ops.count(c.op) > 0, t.has_kernel_ops);
+}
 
 }  // namespace
-
-void check_kernel_cases(const std::vector<Case>& cases, const KernelTarget& t, Report& report) {
-  FallbackSwitch fb(t);
-  for (const Case& c : cases) {
-    try {
-      Rng rng(seed_of(c.id));
-      const std::vector<HostTensor> inputs = make_inputs(c, rng);
-      const OwnedAttrs attrs = to_attrs(c.attrs, c.id);
-      // The device first: an op it has no kernel for needs no reference
-      // run (a plugin with a few kernels is checked in seconds).
-      fb.device();
-      const Run dev = run_on(c, inputs, t.device, attrs.get());
-      if (dev.status == SPORA_ERROR_UNIMPLEMENTED) {
-        report.add_case({c.id, c.op, c.dtype, false, Status::kUnsupported, dev.error});
-        continue;
-      }
-      fb.reference();
-      const Run ref = run_on(c, inputs, t.reference, attrs.get());
-      report.add_case(judge(c, ref, dev, t.kernel_ops.count(c.op) > 0, t.has_kernel_ops));
-    } catch (const std::exception& e) {
-      report.add_case({c.id, c.op, c.dtype, false, Status::kSkip, std::string("the case cannot run: ") + e.what()});
-    }
-  }
-}
 
 std::vector<Case> gradient_cases(const std::vector<Case>& cases) {
   std::vector<Case> out;
@@ -274,52 +253,55 @@ Run run_graph(const GradGraph& gg, const spora::Device& d) {
   return r;
 }
 
+CaseResult run_gradient(const Case& c, const KernelTarget& t) {
+  CaseResult res{c.id, c.op, c.dtype, true, Status::kPass, ""};
+  GradGraph gg;
+  if (!build_gradient(c, t.reference, &gg)) {
+    res.status = Status::kSkip;
+    res.detail = "no f64 input or output to differentiate";
+    return res;
+  }
+  device_mode(t);
+  const Run dev = run_graph(gg, t.device);
+  if (dev.status == SPORA_ERROR_UNIMPLEMENTED) {
+    res.status = Status::kUnsupported;
+    res.detail = dev.error;
+    return res;
+  }
+  reference_mode(t);
+  const Run ref = run_graph(gg, t.reference);
+  if (ref.status != SPORA_OK) {
+    res.status = Status::kSkip;
+    res.detail = "the reference (cpu) failed: " + ref.error;
+  } else if (dev.status != SPORA_OK) {
+    res.status = Status::kFail;
+    res.detail = dev.error;
+  } else {
+    for (size_t i = 0; i < dev.outputs.size() && res.status == Status::kPass; ++i) {
+      // The loss and the gradients pass through reductions whose order
+      // differs between devices: at least f64's default tolerance even where
+      // the case asks the op itself to be exact (random ops).
+      double rtol, atol;
+      tolerance(c, SPORA_DTYPE_F64, &rtol, &atol);
+      rtol = std::max(rtol, 1e-10);
+      atol = std::max(atol, 1e-12);
+      const std::string diff = compare(dev.outputs[i], ref.outputs[i], rtol, atol);
+      if (!diff.empty()) {
+        res.status = Status::kFail;
+        res.detail = (i == 0 ? std::string("loss: ") : "gradient " + std::to_string(i - 1) + ": ") + diff;
+      }
+    }
+  }
+  return res;
+}
+
 }  // namespace
 
-void check_gradient_cases(const std::vector<Case>& cases, const KernelTarget& t, Report& report) {
-  FallbackSwitch fb(t);
-  for (const Case& c : cases) {
-    CaseResult res{c.id, c.op, c.dtype, true, Status::kPass, ""};
-    try {
-      GradGraph gg;
-      if (!build_gradient(c, t.reference, &gg)) continue;  // nothing to differentiate
-      fb.device();
-      const Run dev = run_graph(gg, t.device);
-      Run ref;
-      if (dev.status != SPORA_ERROR_UNIMPLEMENTED) {
-        fb.reference();
-        ref = run_graph(gg, t.reference);
-      }
-      if (dev.status == SPORA_ERROR_UNIMPLEMENTED) {
-        res.status = Status::kUnsupported;
-        res.detail = dev.error;
-      } else if (ref.status != SPORA_OK) {
-        res.status = Status::kSkip;
-        res.detail = "the reference (cpu) failed: " + ref.error;
-      } else if (dev.status != SPORA_OK) {
-        res.status = Status::kFail;
-        res.detail = dev.error;
-      } else {
-        for (size_t i = 0; i < dev.outputs.size() && res.status == Status::kPass; ++i) {
-          // The loss and the gradients pass through reductions whose order
-          // differs between devices: at least f64's default tolerance even
-          // where the case asks the op itself to be exact (random ops).
-          double rtol, atol;
-          tolerance(c, SPORA_DTYPE_F64, &rtol, &atol);
-          rtol = std::max(rtol, 1e-10);
-          atol = std::max(atol, 1e-12);
-          const std::string diff = compare(dev.outputs[i], ref.outputs[i], rtol, atol);
-          if (!diff.empty()) {
-            res.status = Status::kFail;
-            res.detail = (i == 0 ? std::string("loss: ") : "gradient " + std::to_string(i - 1) + ": ") + diff;
-          }
-        }
-      }
-    } catch (const std::exception& e) {
-      res.status = Status::kSkip;
-      res.detail = std::string("the gradient graph cannot be built: ") + e.what();
-    }
-    report.add_case(res);
+CaseResult run_item(const WorkItem& w, const KernelTarget& t) {
+  try {
+    return w.gradient ? run_gradient(w.c, t) : run_forward(w.c, t);
+  } catch (const std::exception& e) {
+    return {w.c.id, w.c.op, w.c.dtype, w.gradient, Status::kSkip, std::string("the case cannot run: ") + e.what()};
   }
 }
 

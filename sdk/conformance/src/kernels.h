@@ -1,6 +1,7 @@
-// Part 3 of the kit, in the parent process through the public C API: every
-// case on the plugin's device (fallback disabled: only its own kernels) and
-// on the cpu reference, compared with the harness's tolerances.
+// Part 3 of the kit, through the public C API (in a child process, see
+// check.cpp): every case on the plugin's device (fallback disabled: only its
+// own kernels) and on the cpu reference, compared with the harness's
+// tolerances.
 #pragma once
 
 #include <spora/spora.hpp>
@@ -25,13 +26,19 @@ struct KernelTarget {
   bool has_kernel_ops = false;
 };
 
-// Forward cases: one CaseResult each.
-void check_kernel_cases(const std::vector<Case>& cases, const KernelTarget& t, Report& report);
+// One case to run: its forward op, or (gradient) the value_and_grad graph
+// of L = sum_j sum(y_j * r_j) over its f64 outputs, compiled for the device
+// and for cpu and fed the same inputs.
+struct WorkItem {
+  Case c;
+  bool gradient = false;
+};
 
-// Gradient cases: for each differentiable op's f64 case (small inputs), the
-// value_and_grad graph of L = sum_j sum(y_j * r_j), compiled for the device
-// and for cpu, fed the same inputs.
-void check_gradient_cases(const std::vector<Case>& cases, const KernelTarget& t, Report& report);
+// Runs one item on the device (fallback off: only the plugin's kernels) and,
+// unless the device has no kernel for it, on the reference; compares.
+// Returns kSkip (with a reason) when the item cannot be judged, e.g. a
+// gradient case with nothing to differentiate or a failing reference.
+CaseResult run_item(const WorkItem& w, const KernelTarget& t);
 
 // The cases the gradient check uses (tests/backend/test_gradcheck.py's
 // selection): f64, every input at most 4096 elements, differentiable op.

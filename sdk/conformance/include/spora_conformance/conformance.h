@@ -15,11 +15,11 @@
 //     kernel for is "unsupported", not a failure. Gradients are compiled
 //     value_and_grad graphs on both devices.
 //
-// Parts 1 and 2 run in forked child processes that act as a minimal host
-// (they dlopen the plugin themselves), so a plugin that crashes or hangs is
-// reported with the check it was in, and the parent's libspora never sees a
-// plugin whose entry ran twice. Part 3 runs in the parent through the public
-// C API (spora.h).
+// Every part runs in forked child processes, so a plugin that crashes or
+// hangs is reported with the check or case it was in (a crashed kernel case
+// fails, and a new child goes on with the next case). Parts 1 and 2 act as a
+// minimal host (they dlopen the plugin themselves); part 3 goes through the
+// public C API (spora.h). The calling process never loads the plugin.
 //
 // Not thread-safe: run one check per process. The kit links only libspora's
 // public API and spora/plugin.h.
@@ -43,7 +43,8 @@ struct Options {
   bool quick = false;
   // Also write a JSON report here (empty = none).
   std::string report_path;
-  // Limit for each child process (ABI and runtime checks), in seconds.
+  // How long a child process may go without finishing a check or a case
+  // before it is killed as hung, in seconds.
   double child_timeout_s = 120.0;
 };
 
