@@ -195,6 +195,15 @@ void Report::print(std::FILE* out) const {
   for (const auto& [key, n] : shown)
     if (n > 3) std::fprintf(out, "  ... and %d more failed cases of %s\n", n - 3, key.c_str());
 
+  // Skipped cases say why (a case the reference cannot run, an unknown op).
+  int skips = 0;
+  for (const auto& c : cases) {
+    if (c.status != Status::kSkip) continue;
+    if (++skips == 1) std::fprintf(out, "\nskipped cases:\n");
+    if (skips <= 5) std::fprintf(out, "  skip  %s%s: %s\n", c.gradient ? "gradient " : "", c.id.c_str(), c.detail.c_str());
+  }
+  if (skips > 5) std::fprintf(out, "  ... and %d more\n", skips - 5);
+
   print_table(out, false);
   print_table(out, true);
   if (!cases.empty())
@@ -208,7 +217,7 @@ void Report::print(std::FILE* out) const {
     cfail += c.status == Status::kFail;
     cwarn += c.status == Status::kWarn;
   }
-  int kpass = 0, kfail = 0, kunsup = 0, gpass = 0, gfail = 0, gunsup = 0;
+  int kpass = 0, kfail = 0, kunsup = 0, kskip = 0, gpass = 0, gfail = 0, gunsup = 0, gskip = 0;
   std::set<std::string> failed_ops;
   for (const auto& c : cases) {
     int& p = c.gradient ? gpass : kpass;
@@ -220,16 +229,19 @@ void Report::print(std::FILE* out) const {
       failed_ops.insert(c.gradient ? "gradient of " + c.op : c.op);
     }
     if (c.status == Status::kUnsupported) ++u;
+    if (c.status == Status::kSkip) ++(c.gradient ? gskip : kskip);
   }
+  auto skipped = [](int n) { return n ? ", " + std::to_string(n) + " skipped" : std::string(); };
   std::fprintf(out, "\n");
   if (!stopped.empty()) {
     std::fprintf(out, "stopped: %s\n%s: FAILED (not checked)\n", stopped.c_str(), target.c_str());
     return;
   }
-  std::fprintf(out, "%s: %s -- checks %d pass, %d failed, %d warnings; kernel cases %d pass, %d failed, %d unsupported; "
-                    "gradient cases %d pass, %d failed, %d unsupported\n",
+  std::fprintf(out, "%s: %s -- checks %d pass, %d failed, %d warnings; kernel cases %d pass, %d failed, %d unsupported%s; "
+                    "gradient cases %d pass, %d failed, %d unsupported%s\n",
                plugin_name.empty() ? target.c_str() : plugin_name.c_str(), failed() ? "FAILED" : "CERTIFIED", cpass,
-               cfail, cwarn, kpass, kfail, kunsup, gpass, gfail, gunsup);
+               cfail, cwarn, kpass, kfail, kunsup, skipped(kskip).c_str(), gpass, gfail, gunsup,
+               skipped(gskip).c_str());
   if (!failed_ops.empty()) {
     std::string list;
     for (const auto& op : failed_ops) list += (list.empty() ? "" : ", ") + op;
