@@ -76,8 +76,9 @@ std::vector<Candidate> find_candidates(const std::string& name, std::vector<std:
       timeout_s);
   std::vector<Candidate> out;
   if (!o.finished) {
-    *failure = "looking for plugin '" + name + "' " + o.death +
-               (o.last_begun.empty() ? "" : " while " + o.last_begun);
+    *failure = "looking for plugin '" + name + "', the search " + o.death +
+               (o.last_begun.empty() ? "" : " while " + o.last_begun) +
+               (o.results.empty() ? "" : ": " + o.results.back().detail);
     return out;
   }
   for (const auto& c : o.facts.value("candidates", nlohmann::json::array()))
