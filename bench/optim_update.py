@@ -2,14 +2,15 @@
 669,706 f32 values) on cpu, one step at a time, outputs fed back as the next
 step's inputs:
 
-  fused         one sgd_update / adam_update per step (docs/ops-optim.md),
-                eager (spora_op_call) and as a compiled graph
+  fused         one sgd_update / adam_update per step (docs/ops-optim.md):
+                as a compiled graph, eager with fresh outputs (spora_op_call)
+                and eager in place (spora_op_call_into)
   composed      the same formulas as elementwise ops per tensor (4 per
                 tensor for SGD momentum, 13 for Adam), eager and compiled at
                 O1 (one kernel per op) and O2 (elementwise_fusion)
   numpy         an in-place numpy loop per tensor (one thread)
   torch         torch.optim with foreach=True and fused=True, when torch is
-                installed (2 threads)
+                installed (as many threads as Spora: SPORA_NUM_THREADS, else 2)
 
 Prints microseconds per step (best of 7 runs) and each variant's time relative to
 the fused graph.
@@ -34,6 +35,8 @@ SHAPES = [(512, 784), (512,), (512, 512), (512,), (10, 512), (10,)]
 LR, MU = 0.01, 0.9
 B1, B2, EPS = 0.9, 0.999, 1e-8
 F32 = S.DTYPE_F32
+# Threads for Spora's cpu plugin and for torch (SPORA_NUM_THREADS, else 2).
+THREADS = int(os.environ.get("SPORA_NUM_THREADS", "2"))
 
 
 def best_us(fn, steps, reps=7):
@@ -81,6 +84,25 @@ def fused_eager(dev, prob, kind):
             outs = S.op_call("adam_update", [lr, T(dev, np.int64(step[0])), one] + state["p"] + grads + state["s"],
                              None, num_outputs=3 * n)
         state["p"], state["s"] = outs[:n], outs[n:]
+    return run
+
+
+def fused_in_place(dev, prob, kind):
+    """The fused op written into the params' and states' own tensors
+    (spora_op_call_into): no allocation per step."""
+    grads = [T(dev, g) for g in prob.g]
+    params = [T(dev, p) for p in prob.p]
+    states = [T(dev, z) for z in prob.zeros] + ([T(dev, z) for z in prob.zeros] if kind == "adam" else [])
+    lr, one = T(dev, np.float32(LR)), T(dev, np.float32(1))
+    step = [0]
+
+    def run():
+        if kind == "sgd":
+            S.op_call_into("sgd_update", [lr, one] + params + grads + states, params + states, {"momentum": MU})
+        else:
+            step[0] += 1
+            S.op_call_into("adam_update", [lr, T(dev, np.int64(step[0])), one] + params + grads + states,
+                           params + states)
     return run
 
 
@@ -222,7 +244,7 @@ def numpy_loop(prob, kind):
 
 def torch_step(prob, kind, mode):
     import torch
-    torch.set_num_threads(2)
+    torch.set_num_threads(THREADS)
     ps = [torch.tensor(x, requires_grad=True) for x in prob.p]
     for t, g in zip(ps, prob.g):
         t.grad = torch.tensor(g)
@@ -243,7 +265,7 @@ def torch_rows(kind, steps):
     if out.returncode != 0:
         return []
     foreach, fused = (float(x) for x in out.stdout.split())
-    return [("torch foreach (2 threads)", foreach), ("torch fused (2 threads)", fused)]
+    return [(f"torch foreach ({THREADS} thr)", foreach), (f"torch fused ({THREADS} thr)", fused)]
 
 
 def main():
@@ -257,12 +279,14 @@ def main():
     except ImportError:
         have_torch = False
     total = sum(int(np.prod(s)) for s in SHAPES)
-    print(f"optimizer update, MLP 784-512-512-10 ({total} f32 params in {len(SHAPES)} tensors), cpu, "
+    print(f"optimizer update, MLP 784-512-512-10 ({total} f32 params in {len(SHAPES)} tensors), cpu, {THREADS} "
+          f"thread(s), "
           f"best of 7 runs of {steps} steps, us/step; ratio = time / fused graph")
     for kind, title in (("sgd", "SGD momentum"), ("adam", "Adam")):
         # Factories: each variant's tensors exist only while it is measured.
         rows = [("fused graph", lambda: fused_graph(cpu, prob, kind)),
                 ("fused eager", lambda: fused_eager(cpu, prob, kind)),
+                ("fused eager in place", lambda: fused_in_place(cpu, prob, kind)),
                 ("composed graph O1", lambda: composed_graph(cpu, prob, kind, 1)),
                 ("composed graph O2", lambda: composed_graph(cpu, prob, kind, 2)),
                 ("composed eager", lambda: composed_eager(cpu, prob, kind)),

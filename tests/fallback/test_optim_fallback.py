@@ -84,3 +84,20 @@ def test_decomposition_matches_fused_kernel(devs, op, attrs, step, pdt):
             np.testing.assert_allclose(got, w, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"{name} output {i}")
     if op == "adam_update" and step == 0:
         assert np.isnan(want[0]).all() and np.isnan(compiled[0]).all()
+
+
+def test_call_into_without_the_kernel_copies_the_decomposition_results(devs):
+    """spora_op_call_into on a device without the fused kernel: the results
+    are computed by the decomposition and copied into the given tensors,
+    params and buffers updated in place."""
+    cpu, sim = devs
+    rng = np.random.default_rng(12)
+    arrays = _inputs("sgd_update", {"momentum": 0.9}, np.float32, 1, rng)
+    n = len(SHAPES)
+    want = [t.numpy() for t in S.op_call("sgd_update", [T(cpu, a) for a in arrays], {"momentum": 0.9},
+                                         num_outputs=2 * n)]
+    ts = [T(sim, a) for a in arrays]
+    outs = ts[2:2 + n] + ts[2 + 2 * n:]
+    S.op_call_into("sgd_update", ts, outs, {"momentum": 0.9})
+    for got, w in zip(outs, want):
+        np.testing.assert_allclose(got.numpy(), w, rtol=1e-5, atol=1e-6)

@@ -326,3 +326,82 @@ def test_eager_returns_fresh_tensors_and_leaves_inputs():
     assert not np.array_equal(outs[0].numpy(), p)
     for o in outs:
         assert all(o.handle != t.handle for t in ins)
+
+
+# -- in place through spora_op_call_into ------------------------------------
+
+@pytest.mark.parametrize("dev", DEVICES, ids=[d.name for d in DEVICES])
+def test_call_into_updates_params_and_state_in_place(dev):
+    """Six AdamW steps written into the params' and states' own tensors
+    (no allocation) give the numbers of six steps with fresh outputs."""
+    rng = np.random.default_rng(12)
+    params, grads = _group(rng, np.float32)
+    n = len(params)
+    attrs = {"weight_decay": 0.01, "decoupled": True, "amsgrad": True}
+    ps = [T(p, dev) for p in params]
+    st = [T(np.zeros(p.shape, np.float32), dev) for _ in range(3) for p in params]
+    fresh_p, fresh_st = list(ps), list(st)
+    ps = [T(p, dev) for p in params]  # separate tensors for the in-place run
+    st = [T(np.zeros(p.shape, np.float32), dev) for _ in range(3) for p in params]
+    handles = [t.handle for t in ps + st]
+    for step, gset in enumerate(grads, start=1):
+        g = [T(x, dev) for x in gset]
+        head = [scalar(0.01, dev=dev), scalar(step, np.int64, dev), scalar(1.0, dev=dev)]
+        outs = S.op_call("adam_update", head + fresh_p + g + fresh_st, attrs, num_outputs=4 * n)
+        fresh_p, fresh_st = outs[:n], outs[n:]
+        S.op_call_into("adam_update", head + ps + g + st, ps + st, attrs)
+    assert [t.handle for t in ps + st] == handles
+    for a, b in zip(ps + st, fresh_p + fresh_st):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert not np.array_equal(ps[0].numpy(), params[0])
+
+
+def test_call_into_sgd_and_clip_in_place():
+    rng = np.random.default_rng(13)
+    p, g, b = (rng.standard_normal(50).astype(np.float32) for _ in range(3))
+    tp, tg, tb = T(p), T(g), T(b)
+    S.op_call_into("sgd_update", [scalar(0.1), scalar(1.0), tp, tg, tb], [tp, tb], {"momentum": 0.9})
+    nb = 0.9 * b.astype(np.float64) + g
+    np.testing.assert_allclose(tb.numpy(), nb, rtol=1e-6)
+    np.testing.assert_allclose(tp.numpy(), p - 0.1 * nb, rtol=1e-6, atol=1e-7)
+    norm = scalar(0.0)
+    S.op_call_into("clip_by_global_norm", [tg], [tg, norm], {"max_norm": 1.0})
+    n = np.linalg.norm(g.astype(np.float64))
+    np.testing.assert_allclose(norm.numpy(), n, rtol=1e-6)
+    np.testing.assert_allclose(tg.numpy(), g * (1.0 / (n + 1e-6)), rtol=1e-6)
+
+
+def test_call_into_into_fresh_tensors_and_ordinary_ops():
+    a, c = np.arange(6, dtype=np.float32).reshape(2, 3), np.ones((2, 3), np.float32)
+    out = T(np.zeros((2, 3), np.float32))
+    S.op_call_into("add", [T(a), T(c)], [out])
+    np.testing.assert_array_equal(out.numpy(), a + 1)
+
+
+def expect_into(op, inputs, outputs, attrs, fragment):
+    with pytest.raises(S.SporaError) as info:
+        S.op_call_into(op, inputs, outputs, attrs)
+    assert info.value.status == S.ERROR_INVALID_ARGUMENT
+    assert info.value.message.startswith(f"[{op}]") and fragment in info.value.message, info.value.message
+
+
+def test_call_into_refuses_bad_outputs_and_writes_nothing():
+    p, g, b = (np.full(4, v, np.float32) for v in (1.0, 2.0, 3.0))
+    tp, tg, tb = T(p), T(g), T(b)
+    lr, one = scalar(0.1), scalar(1.0)
+    mom = {"momentum": 0.9}
+    # output 0 (new param) over the grad, and over the buffer
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [tg, tb], mom, "output 0 overlaps input 3; output 0 may only be input 2")
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [tb, tp], mom, "output 0 overlaps input 4")
+    # the param is also passed as the grad: updating it in place would corrupt the read
+    expect_into("sgd_update", [lr, one, tp, tp, tb], [tp, tb], mom, "output 0 would overwrite input 2, which input 3 also reads")
+    # two outputs in one tensor
+    other = T(np.zeros(4, np.float32))
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [other, other], mom, "outputs 0 and 1 overlap")
+    # wrong dtype / shape / count; ordinary ops never compute in place
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [T(np.zeros(4, np.float64)), tb], mom, "output 0 must be f32 (4,), got f64 (4,)")
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [T(np.zeros(5, np.float32)), tb], mom, "output 0 must be f32 (4,)")
+    expect_into("sgd_update", [lr, one, tp, tg, tb], [tp], mom, "produces 2 output(s), caller asked for 1")
+    expect_into("add", [tp, tg], [tp], None, "output 0 overlaps input 0; the op does not compute this output in place")
+    for t, a in ((tp, p), (tg, g), (tb, b)):
+        np.testing.assert_array_equal(t.numpy(), a)

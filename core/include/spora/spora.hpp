@@ -237,6 +237,17 @@ inline std::vector<Tensor> call(const char* op, std::initializer_list<const Tens
   return result;
 }
 
+// Runs an op eagerly into existing tensors (spora_op_call_into): an
+// optimizer update with its params and states as outputs updates them in
+// place.
+inline void call_into(const char* op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                      const Attrs* attrs = nullptr) {
+  std::vector<spora_tensor_t*> in, out;
+  for (const Tensor* t : inputs) in.push_back(t ? t->get() : nullptr);
+  for (Tensor* t : outputs) out.push_back(t ? t->get() : nullptr);
+  check(spora_op_call_into(op, nullptr, in.data(), in.size(), attrs ? attrs->get() : nullptr, out.data(), out.size()));
+}
+
 // Single-output shorthand: spora::op("add", {&a, &b}).
 inline Tensor op(const char* name, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr) {
   return std::move(call(name, inputs, attrs, 1).front());

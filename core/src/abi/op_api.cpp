@@ -93,4 +93,32 @@ spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tenso
   });
 }
 
+spora_status_t spora_op_call_into(const char* op, spora_device_t* device, spora_tensor_t* const* inputs,
+                                  size_t num_inputs, const spora_attrs_t* attrs, spora_tensor_t* const* outputs,
+                                  size_t num_outputs) {
+  return guard([&] {
+    need(op, "spora_op_call_into", "op");
+    const spora::OpDef* def = spora::OpRegistry::get().find(op);
+    if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
+    if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
+      fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
+           op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
+    if (num_inputs) need(inputs, op, "inputs");
+    if (num_outputs) need(outputs, op, "outputs");
+    const spora::Tensor* in[spora::kMaxOpInputs];
+    const spora::Tensor* out[spora::kMaxOpOutputs];
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
+      in[i] = &inputs[i]->t;
+    }
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (!outputs[i]) fail(Code::kInvalidArgument, "[{}] output {} is a null tensor", op, i);
+      out[i] = &outputs[i]->t;
+    }
+    static const spora::Attrs kNoAttrs;
+    spora::eager_call_into(*def, from_handle(device), in, static_cast<int>(num_inputs),
+                           attrs ? attrs->attrs : kNoAttrs, out, static_cast<int>(num_outputs));
+  });
+}
+
 }  // extern "C"
