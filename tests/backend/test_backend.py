@@ -5,6 +5,8 @@ Every other device is compared with cpu by the conformance kit, not here:
 `spora plugin check` runs the same cases on each device plugin `spora
 devices` lists (ctest backend_devices_conformance,
 tests/conformance/check_every_device.sh)."""
+import re
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,16 @@ def test_every_registered_op_has_a_case():
 def test_every_case_names_a_registered_op():
     unknown = sorted({c["op"] for c in CASES} - set(S.op_names()))
     assert not unknown, f"cases for unregistered ops: {unknown}"
+
+
+def test_default_tolerances_match_the_kit():
+    """The kit (sdk/conformance/src/cases.cpp) judges devices against cpu with
+    the same per-dtype defaults this harness judges cpu against numpy with;
+    the two tables are in two languages, so check they have not drifted."""
+    src = (H.ROOT / "sdk" / "conformance" / "src" / "cases.cpp").read_text()
+    kit = {name: (float(r), float(a))
+           for name, r, a in re.findall(r'\{"(\w+)", \{([-+0-9.e]+), ([-+0-9.e]+)\}\}', src)}
+    assert kit, "no default tolerance table found in sdk/conformance/src/cases.cpp"
+    # Dtypes the kit does not list compare exactly, as (0, 0) does here.
+    ours = {name: tuple(map(float, tol)) for name, tol in H.DEFAULT_TOL.items() if tuple(tol) != (0, 0)}
+    assert kit == ours, f"kit defaults {kit} vs tests/backend/harness.py {ours}"
