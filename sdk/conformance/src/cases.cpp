@@ -120,16 +120,20 @@ int64_t element_int(const HostTensor& t, size_t i) {
 // Stores value `v` as dtype `d` the way numpy's astype does for the case's
 // inputs: floats round to nearest (bf16 through f32, as the harness does),
 // integer types truncate toward zero and wrap, bool is v != 0. The caller
-// keeps `v` within int64 for integer types.
+// keeps `v` within int64 for integer types; rounding at the edge saturates.
 void store(spora_dtype_t d, double v, unsigned char* p) {
+  const auto to_int64 = [](double x) -> int64_t {
+    if (!(x > -0x1p63)) return std::isnan(x) ? 0 : INT64_MIN;
+    return x < 0x1p63 ? static_cast<int64_t>(x) : INT64_MAX;
+  };
   switch (d) {
     case SPORA_DTYPE_F32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
     case SPORA_DTYPE_F64: std::memcpy(p, &v, 8); break;
     case SPORA_DTYPE_F16: { const uint16_t h = f64_to_f16(v); std::memcpy(p, &h, 2); break; }
     case SPORA_DTYPE_BF16: { const uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case SPORA_DTYPE_I32: { const auto i = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v))); std::memcpy(p, &i, 4); break; }
-    case SPORA_DTYPE_I64: { const auto i = static_cast<int64_t>(v); std::memcpy(p, &i, 8); break; }
-    case SPORA_DTYPE_U8: *p = static_cast<unsigned char>(static_cast<int64_t>(v) & 0xFF); break;
+    case SPORA_DTYPE_I32: { const auto i = static_cast<int32_t>(static_cast<uint32_t>(to_int64(v))); std::memcpy(p, &i, 4); break; }
+    case SPORA_DTYPE_I64: { const auto i = to_int64(v); std::memcpy(p, &i, 8); break; }
+    case SPORA_DTYPE_U8: *p = static_cast<unsigned char>(static_cast<uint64_t>(to_int64(v)) & 0xFFu); break;
     case SPORA_DTYPE_BOOL: *p = v != 0 ? 1 : 0; break;
     default: break;
   }
@@ -366,7 +370,7 @@ std::vector<HostTensor> make_inputs(const Case& c, Rng& rng) {
       hi = arg(2);
       if (!(hi > lo)) throw std::runtime_error(c.id + ": init '" + init + "' has an empty range");
       // Truncating to an integer dtype is defined only within int64.
-      if (!is_float(dt) && !(lo >= -0x1p63 && hi <= 0x1p63))
+      if (!is_float(dt) && !(lo >= -0x1p63 && hi < 0x1p63))
         throw std::runtime_error(c.id + ": init '" + init + "' reaches outside int64 for a " + dt_name + " input");
     } else if (kind == "int") {
       gen = Kind::kInt;
