@@ -487,7 +487,7 @@ TEST(TapeErrors, AreClearStatusesNeverCrashes) {
   const spora_tensor_t* src[3] = {y.get(), stranger.get(), nullptr};
   spora_tensor_t* g[3] = {};
   expect_fails(spora_tape_gradient(a.get(), y.get(), nullptr, src, 2, g), SPORA_ERROR_INVALID_ARGUMENT,
-               "source 1 was neither watched nor produced");
+               "source 1 is unknown to this tape");
   expect_fails(spora_tape_gradient(a.get(), y.get(), nullptr, src, 3, g), SPORA_ERROR_INVALID_ARGUMENT,
                "sources[2] is null");
   expect_fails(spora_tape_gradient(a.get(), stranger.get(), nullptr, src, 1, g), SPORA_ERROR_INVALID_ARGUMENT,

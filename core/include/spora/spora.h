@@ -370,8 +370,10 @@ SPORA_API spora_status_t spora_tape_start(spora_tape_t* tape);
  * recorded and can be started again to record more. */
 SPORA_API spora_status_t spora_tape_stop(spora_tape_t* tape);
 /* Marks `tensor` as a differentiation source (an input of the recorded
- * graph). Watch a tensor made outside the tape before asking for its
- * gradient; tensors produced by recorded ops need no watching. */
+ * graph once an op uses it; until then its gradient is zeros). Tensors that
+ * recorded ops produced or used need no watching; watching says "I will ask
+ * for this one" and lets spora_tape_gradient tell a forgotten tensor from an
+ * unused one. The tape keeps a reference to it. */
 SPORA_API spora_status_t spora_tape_watch(spora_tape_t* tape, const spora_tensor_t* tensor);
 /* Writes d target / d sources[i] to grads[i] for each source (new tensors
  * the caller frees): the vector-Jacobian product with `sens` (a tensor of
@@ -385,10 +387,12 @@ SPORA_API spora_status_t spora_tape_watch(spora_tape_t* tape, const spora_tensor
  * target's device, reusing the recorded forward values. The tape is
  * persistent: ask as often as needed. The backward ops are recorded on the
  * other started tapes of this thread, not on this one.
- * Errors (SPORA_ERROR_INVALID_ARGUMENT): a source neither watched nor
- * produced on the tape ("source 1 was neither watched nor produced ..."), a
- * target the tape never saw, non-float target or sources, a `sens` of the
- * wrong type, NULL handles. */
+ * Sources are watched tensors or tensors produced or used by recorded ops
+ * (each tensor from outside that a recorded op used is an input of the
+ * recorded graph, so its gradient is defined).
+ * Errors (SPORA_ERROR_INVALID_ARGUMENT): a source the tape does not know
+ * ("source 1 is unknown to this tape ..."), a target the tape never saw,
+ * non-float target or sources, a `sens` of the wrong type, NULL handles. */
 SPORA_API spora_status_t spora_tape_gradient(spora_tape_t* tape, const spora_tensor_t* target,
                                              const spora_tensor_t* sens, const spora_tensor_t* const* sources,
                                              size_t num_sources, spora_tensor_t** grads);

@@ -67,9 +67,14 @@ void Tape::start(const std::shared_ptr<Tape>& tape) {
   if (tape->recording_.exchange(true, std::memory_order_acq_rel))
     fail(Code::kInvalidArgument,
          "[spora_tape_start] the tape is already recording; stop it first (to nest, start another tape)");
-  detail::ThreadTapes& tt = detail::thread_tapes();
-  tt.prune();
-  tt.push(tape);
+  try {
+    detail::ThreadTapes& tt = detail::thread_tapes();
+    tt.prune();
+    tt.push(tape);
+  } catch (...) {
+    tape->recording_.store(false, std::memory_order_release);
+    throw;
+  }
 }
 
 void Tape::stop(const Tape* tape) {

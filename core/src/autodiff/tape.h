@@ -59,9 +59,11 @@ class Tape {
   // graph (with respect to values, so a source may be an intermediate: its
   // gradient is its adjoint) and runs only the backward nodes the gradients
   // need, eagerly, with the recorded forward values bound. A source
-  // the target does not depend on gets zeros. Errors: a source neither
-  // watched nor produced on the tape (named by position), non-float types,
-  // a target the tape never saw. The backward ops are recorded on the other
+  // the target does not depend on gets zeros. Sources and the target must
+  // be watched, or produced or used by a recorded op (every tensor a
+  // recorded op used is an input of the recorded graph). Errors: a source
+  // the tape does not know (named by position), non-float types, a target
+  // the tape never saw. The backward ops are recorded on the other
   // tapes recording on this thread (grad of grad), never on this one.
   std::vector<Tensor> gradient(const Tensor& target, const Tensor* sens, const std::vector<const Tensor*>& sources);
 

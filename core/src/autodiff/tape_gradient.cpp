@@ -54,8 +54,8 @@ std::vector<Tensor> Tape::gradient(const Tensor& target, const Tensor* sens,
       if (it != by_id_.end()) on_tape[i] = it->second;
       else if (!watched_ids_.count(sources[i]->id))
         fail(Code::kInvalidArgument,
-             "[spora_tape_gradient] source {} was neither watched nor produced on this tape; watch it "
-             "(spora_tape_watch) or pass a tensor an op recorded on the tape returned",
+             "[spora_tape_gradient] source {} is unknown to this tape: it was not watched, and no op recorded on "
+             "the tape produced or used it; watch it (spora_tape_watch) before computing with it",
              i);
     }
     auto t = by_id_.find(target.id);
