@@ -348,9 +348,15 @@ TEST_P(TapeTest, SensitivityAndIntermediateSources) {
   // d y / d y = sens.
   auto self = tape.gradient(y, {&y}, &s);
   EXPECT_EQ(self[0].read<double>(), s.read<double>());
-  // The tape is persistent: asking again gives the same numbers.
-  auto again = tape.gradient(loss, {&h, &x});
-  EXPECT_EQ(again[1].read<double>(), gh[1].read<double>());
+  // The tape is persistent: asking again gives the same numbers, also while
+  // it records, which does not record its own backward pass.
+  const std::string before = tape.graph({&loss}).text();
+  {
+    spora::Tape::Recording rec(tape);
+    auto again = tape.gradient(loss, {&h, &x});
+    EXPECT_EQ(again[1].read<double>(), gh[1].read<double>());
+  }
+  EXPECT_EQ(tape.graph({&loss}).text(), before);
 }
 
 // Nested tapes: the inner tape's gradient is recorded on the outer tape,
