@@ -4,6 +4,7 @@
 #include <map>
 
 #include "autodiff/bprop.h"
+#include "ir/serialize.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
@@ -33,6 +34,7 @@ ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, in
 }
 
 ir::Graph value_and_grad_values(const ir::Graph& g, const std::vector<Value>& wrt, int32_t output, ir::Value seed) {
+  ir::check_json_roundtrip(g, "grad, input");
   if (output < 0 || output >= static_cast<int32_t>(g.outputs().size()))
     fail(Code::kInvalidArgument, "[grad] graph '{}' has {} outputs; output {} does not exist", g.name(),
          g.outputs().size(), output);
@@ -139,6 +141,7 @@ ir::Graph value_and_grad_values(const ir::Graph& g, const std::vector<Value>& wr
     }
   }
   out.set_outputs(outputs);
+  ir::check_json_roundtrip(out, "grad, result");
   return out;
 }
 

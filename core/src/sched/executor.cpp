@@ -7,6 +7,7 @@
 #include "autodiff/tape.h"
 #include "ir/builder.h"
 #include "ir/rewrite.h"
+#include "ir/serialize.h"
 #include "ir/verifier.h"
 #include "ops/decompose.h"
 #include "runtime/eager.h"
@@ -125,7 +126,9 @@ ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
 
 Executable::Executable(const ir::Graph& graph, Device* device)
     : graph_(decompose_unsupported(graph, device)), device_(device) {
+  ir::check_json_roundtrip(graph, "compile");
   ir::verify(graph_);
+  ir::check_json_roundtrip(graph_, "compile, after decomposing unsupported ops");
   const auto& nodes = graph_.nodes();
   slots_.resize(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) slots_[id].resize(nodes[id].outputs.size());
@@ -413,6 +416,8 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
 
 namespace {
 
+std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
+
 // Runs nodes [first, end) of `graph` op by op. `values` holds one entry per
 // node; those before `first` are already bound (their values may be read).
 // `params` binds the input and weight nodes met from `first` on. With `live`,
@@ -471,7 +476,7 @@ std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vecto
         const bool taken = read_flag(at(n.inputs[0]));
         std::vector<const Tensor*> args;
         for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(&at(n.inputs[i]));
-        values[id] = run_eager(*n.subgraphs[taken ? 0 : 1], device, args);
+        values[id] = eager_run(*n.subgraphs[taken ? 0 : 1], device, args);
         break;
       }
       case ir::NodeKind::kWhile: {
@@ -482,10 +487,10 @@ std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vecto
         for (int64_t iter = 0;; ++iter) {
           std::vector<const Tensor*> args;
           for (const Tensor& t : cur) args.push_back(&t);
-          if (!read_flag(run_eager(*n.subgraphs[0], device, args).at(0))) break;
+          if (!read_flag(eager_run(*n.subgraphs[0], device, args).at(0))) break;
           if (iter >= limit) runaway(n, limit);
           // The previous iteration's values are released as they are replaced.
-          cur = run_eager(*n.subgraphs[1], device, args);
+          cur = eager_run(*n.subgraphs[1], device, args);
         }
         values[id] = std::move(cur);
         break;
@@ -503,17 +508,25 @@ std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vecto
   return out;
 }
 
+// run_eager without the JSON round-trip check, which the sub-graphs of
+// control flow (run once per iteration) need not repeat.
+std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+  std::vector<std::vector<Tensor>> values(graph.nodes().size());
+  return run_nodes(graph, device, values, 0, params);
+}
+
 }  // namespace
 
 std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
-  std::vector<std::vector<Tensor>> values(graph.nodes().size());
-  return run_nodes(graph, device, values, 0, params);
+  ir::check_json_roundtrip(graph, "run_eager");
+  return eager_run(graph, device, params);
 }
 
 std::vector<Tensor> run_eager_from(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>> bound) {
   const size_t first = bound.size();
   if (first > graph.nodes().size())
     fail(Code::kInternal, "[graph {}] {} values bound for {} nodes", graph.name(), first, graph.nodes().size());
+  ir::check_json_roundtrip(graph, "run_eager_from");
   // Autodiff rules compute every input's adjoint, some of which nothing
   // reads (graph mode leaves them to dce): run only what the outputs need.
   const auto& nodes = graph.nodes();
