@@ -3,6 +3,7 @@
 
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
+#include "autodiff/tape.h"
 #include "runtime/eager.h"
 
 using spora::Code;
@@ -55,41 +56,73 @@ spora_status_t spora_op_gradient(const char* op, int32_t* has_rule, int32_t* dif
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// One eager op call: spora_op_call and spora_op_call_at. `file` is null
+// unless the caller gave a source location; it is only used when a tape
+// records the op or the call fails, so it costs nothing otherwise.
+void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inputs, size_t num_inputs,
+             const spora_attrs_t* attrs, const char* file, int32_t line, spora_tensor_t** outputs,
+             size_t num_outputs) {
+  need(op, "spora_op_call", "op");
+  const spora::OpDef* def = spora::OpRegistry::get().find(op);
+  if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
+  if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
+    fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
+         op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
+  if (num_inputs) need(inputs, op, "inputs");
+  if (num_outputs) need(outputs, op, "outputs");
+  const spora::Tensor* in[spora::kMaxOpInputs];
+  for (size_t i = 0; i < num_inputs; ++i) {
+    if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
+    in[i] = &inputs[i]->t;
+  }
+  static const spora::Attrs kNoAttrs;
+  const spora::Attrs& a = attrs ? attrs->attrs : kNoAttrs;
+  // Stack room for the usual one or two outputs; constructing
+  // kMaxOpOutputs tensors per call would cost more than the call.
+  spora::Tensor small[4];
+  std::vector<spora::Tensor> large(num_outputs > 4 ? num_outputs : 0);
+  spora::Tensor* out = num_outputs > 4 ? large.data() : small;
+  spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), a, out,
+                    static_cast<int>(num_outputs));
+  if (spora::autodiff::recording())
+    spora::autodiff::record_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file,
+                               line);
+  // Allocate every handle before publishing any, so a failure leaks nothing.
+  spora_tensor_t* handles_small[4] = {};
+  std::vector<spora_tensor_t*> handles_large(num_outputs > 4 ? num_outputs : 0, nullptr);
+  spora_tensor_t** handles = num_outputs > 4 ? handles_large.data() : handles_small;
+  try {
+    for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
+  } catch (...) {
+    for (size_t i = 0; i < num_outputs; ++i) delete handles[i];
+    throw;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
+}
+
+}  // namespace
+
+extern "C" {
+
 spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inputs, size_t num_inputs,
                              const spora_attrs_t* attrs, spora_tensor_t** outputs, size_t num_outputs) {
+  return guard([&] { op_call(op, device, inputs, num_inputs, attrs, nullptr, 0, outputs, num_outputs); });
+}
+
+spora_status_t spora_op_call_at(const char* op, spora_device_t* device, spora_tensor_t* const* inputs,
+                                size_t num_inputs, const spora_attrs_t* attrs, const char* file, int32_t line,
+                                spora_tensor_t** outputs, size_t num_outputs) {
   return guard([&] {
-    need(op, "spora_op_call", "op");
-    const spora::OpDef* def = spora::OpRegistry::get().find(op);
-    if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
-    if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
-      fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
-           op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
-    if (num_inputs) need(inputs, op, "inputs");
-    if (num_outputs) need(outputs, op, "outputs");
-    const spora::Tensor* in[spora::kMaxOpInputs];
-    for (size_t i = 0; i < num_inputs; ++i) {
-      if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
-      in[i] = &inputs[i]->t;
-    }
-    static const spora::Attrs kNoAttrs;
-    // Stack room for the usual one or two outputs; constructing
-    // kMaxOpOutputs tensors per call would cost more than the call.
-    spora::Tensor small[4];
-    std::vector<spora::Tensor> large(num_outputs > 4 ? num_outputs : 0);
-    spora::Tensor* out = num_outputs > 4 ? large.data() : small;
-    spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), attrs ? attrs->attrs : kNoAttrs, out,
-                      static_cast<int>(num_outputs));
-    // Allocate every handle before publishing any, so a failure leaks nothing.
-    spora_tensor_t* handles_small[4] = {};
-    std::vector<spora_tensor_t*> handles_large(num_outputs > 4 ? num_outputs : 0, nullptr);
-    spora_tensor_t** handles = num_outputs > 4 ? handles_large.data() : handles_small;
     try {
-      for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
-    } catch (...) {
-      for (size_t i = 0; i < num_outputs; ++i) delete handles[i];
-      throw;
+      op_call(op, device, inputs, num_inputs, attrs, file, line, outputs, num_outputs);
+    } catch (const spora::Error& e) {
+      if (!file || !*file) throw;
+      throw spora::Error(e.code(), spora::ir::with_loc(e.what(), {file, line}));
     }
-    for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
   });
 }
 
@@ -103,6 +136,13 @@ spora_status_t spora_op_call_into(const char* op, spora_device_t* device, spora_
     if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
       fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
            op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
+    // A tape keeps the tensors it recorded for the backward pass: writing
+    // into existing tensors could change values it still needs.
+    if (spora::autodiff::recording())
+      fail(Code::kInvalidArgument,
+           "[{}] spora_op_call_into writes into existing tensors, which the tape recording on this thread may "
+           "still need; stop recording first (optimizer steps run after the gradients are taken)",
+           op);
     if (num_inputs) need(inputs, op, "inputs");
     if (num_outputs) need(outputs, op, "outputs");
     const spora::Tensor* in[spora::kMaxOpInputs];
