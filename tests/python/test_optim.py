@@ -405,3 +405,20 @@ def test_call_into_refuses_bad_outputs_and_writes_nothing():
     expect_into("add", [tp, tg], [tp], None, "output 0 overlaps input 0; the op does not compute this output in place")
     for t, a in ((tp, p), (tg, g), (tb, b)):
         np.testing.assert_array_equal(t.numpy(), a)
+
+
+def test_call_into_is_refused_while_a_tape_records():
+    """A tape keeps the tensors it recorded for the backward pass; writing
+    into them in place would change its forward values. After the tape
+    stops (where an optimizer step belongs) the call runs."""
+    p, g = T(np.ones(3, np.float32)), T(np.full(3, 2.0, np.float32))
+    tape = S.Tape()
+    with tape:
+        tape.watch(p)
+        loss = S.op_call("sum", [S.op_call("mul", [p, g])[0]])[0]
+        expect_into("sgd_update", [scalar(0.1), scalar(1.0), p, g], [p], None, "stop recording first")
+    np.testing.assert_array_equal(p.numpy(), np.ones(3))
+    grad = tape.gradient(loss, [p])[0]
+    np.testing.assert_allclose(grad.numpy(), 2.0)
+    S.op_call_into("sgd_update", [scalar(0.1), scalar(1.0), p, grad], [p])
+    np.testing.assert_allclose(p.numpy(), 0.8, rtol=1e-6)
