@@ -7,13 +7,14 @@
 #include "ir/serialize.h"
 #include "passes/pass.h"
 #include "sched/executor.h"
+#include "sched/plan_cache.h"
 
 struct spora_graph {
   spora::ir::Graph g;
   std::string text;  // backs the strings returned by to_text/to_json
 };
 struct spora_executable {
-  std::unique_ptr<spora::sched::Executable> exe;
+  std::unique_ptr<spora::sched::PlanCache> exe;  // plans by input signature
 };
 
 using spora::Code;
@@ -253,7 +254,7 @@ spora_status_t spora_graph_compile(const spora_graph_t* graph, spora_device_t* d
     need(graph, "spora_graph_compile", "graph");
     spora::Device* d = from_handle(need(device, "spora_graph_compile", "device"));
     need(out, "spora_graph_compile", "out");
-    *out = new spora_executable{std::make_unique<spora::sched::Executable>(graph->g, d)};
+    *out = new spora_executable{std::make_unique<spora::sched::PlanCache>(graph->g, d)};
   });
 }
 
