@@ -168,6 +168,38 @@ TEST(Placement, WhileBodyWithCpuOpsRunsEveryIteration) {
   EXPECT_EQ(got, read(sched::run_eager(g, sim, {&xt})[0]));
 }
 
+TEST(Placement, CpuOpsReadAndWriteViewsOfInputsAndOutputs) {
+  // softmax (cpu) reads a reshape of the graph input and its output leaves
+  // through another reshape; exp (sim) reads the input directly. A cpu op
+  // of graph inputs only, and a graph output that is the cpu op's own.
+  ir::Graph g("views");
+  auto x = g.add_input("x", SPORA_DTYPE_F32, S({2, 6}));
+  Attrs to3, to2;
+  to3.set("shape", AttrValue::of_ints({4, 3}));
+  to2.set("shape", AttrValue::of_ints({-1}));
+  auto v = g.add_op("reshape", {x}, to3, {})[0];
+  auto s = g.add_op("softmax", {v}, {}, {"model.py", 2})[0];
+  auto flat = g.add_op("reshape", {s}, to2, {})[0];
+  auto e = g.add_op("exp", {x}, {})[0];
+  auto direct = g.add_op("softmax", {e}, {}, {"model.py", 3})[0];
+  g.set_outputs({flat, direct, x});
+  Device* sim = device("sim");
+  const std::vector<float> xv = normal_values(S({2, 6}), 4);
+  const Tensor xt = f32_tensor(sim, S({2, 6}), xv);
+  sched::Executable exe(g, sim);
+  EXPECT_EQ(exe.host_ops(), 2u);
+  EXPECT_EQ(exe.host_copies(), 4u);  // x in, e in; both softmaxes out
+  const std::vector<Tensor> got = exe.run({&xt});
+  const std::vector<Tensor> eager = sched::run_eager(g, sim, {&xt});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].shape, S({12}));
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(read(got[i]), read(eager[i])) << "output " << i;
+  EXPECT_EQ(read(got[2]), xv);
+  // Rows of 3 sum to one.
+  const auto sm = read(got[0]);
+  for (int r = 0; r < 4; ++r) EXPECT_NEAR(sm[r * 3] + sm[r * 3 + 1] + sm[r * 3 + 2], 1.f, 1e-6f) << r;
+}
+
 ir::Graph softmax_graph() {
   ir::Graph g("g");
   auto x = g.add_input("x", SPORA_DTYPE_F32, S({2, 3}));
