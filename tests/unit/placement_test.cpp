@@ -231,6 +231,23 @@ TEST(Placement, FallbackDeviceLackingTheOpTooIsAnErrorNamingOpAndLine) {
   }
 }
 
+TEST(Placement, DeviceWithFallbackOffRunsOnlyItsOwnKernels) {
+  // As the conformance kit sets it: no decomposition, no cpu.
+  Device* sim = device("sim");
+  sim->set_fallback(false);
+  try {
+    sched::Executable exe(softmax_graph(), sim);
+    ADD_FAILURE() << "compiled softmax on sim without fallback";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Code::kUnimplemented);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("SPORA_SIM_DISABLE_OPS"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("(model.py:7)"), std::string::npos) << msg;
+  }
+  sim->set_fallback(true);
+  EXPECT_EQ(sched::Executable(softmax_graph(), sim).host_ops(), 1u);
+}
+
 TEST(Placement, DecompositionIsPreferredOverCpu) {
   // relu has a decomposition (maximum): it stays on the device even when
   // it is disabled; ops sim has stay on sim.

@@ -80,6 +80,12 @@ class Device {
   static constexpr size_t kMaxCachedKernels = 4096;
   void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
 
+  // Whether an op the plugin has no kernel for may run another way (its
+  // decomposition, or the cpu kernel with copies). On by default; the
+  // conformance kit turns it off so that only the plugin's own kernels run.
+  bool fallback() const { return fallback_.load(std::memory_order_relaxed); }
+  void set_fallback(bool enabled) { fallback_.store(enabled, std::memory_order_relaxed); }
+
  private:
   spora_stream_t* stream();
 
@@ -99,6 +105,7 @@ class Device {
   std::shared_ptr<Buffer> workspace_;
   uint64_t clock_ = 0;
   std::atomic<uint64_t> host_waits_{0};
+  std::atomic<bool> fallback_{true};
 };
 
 }  // namespace spora

@@ -61,7 +61,9 @@ ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
       }
       OpCall call;
       infer(cur, n, call);
-      const DecomposeFn fn = call.view ? nullptr : find_decomposition(n.op->name);
+      // A device with fallback off (spora_device_set_fallback) runs only
+      // its own kernels: the op stays, and placement reports it.
+      const DecomposeFn fn = call.view || !device->fallback() ? nullptr : find_decomposition(n.op->name);
       if (!fn || !lacks(device, *n.op, call)) {
         rw.copy(static_cast<int32_t>(id));
         continue;
@@ -104,6 +106,7 @@ Placement place(const ir::Graph& graph, Device* device, Device* fallback) {
       n.device = device->name();
       continue;
     }
+    if (!device->fallback()) node_error(n, Code::kUnimplemented, *why);
     if (!looked_up) {
       cpu = host_device();
       looked_up = true;

@@ -7,6 +7,8 @@
 //      its inputs from the device and its outputs back (see executor.h);
 //   4. otherwise compilation fails with Code::kUnimplemented naming the op,
 //      both devices' reasons and the node's source location.
+// A device whose fallback is off (Device::set_fallback, for conformance
+// checks) gets only step 1: a missing kernel fails with the plugin's reason.
 // Views (reshape and the like) run nowhere: they alias their input.
 #pragma once
 #include <vector>
