@@ -9,10 +9,6 @@
 #include "sched/executor.h"
 #include "sched/plan_cache.h"
 
-struct spora_graph {
-  spora::ir::Graph g;
-  std::string text;  // backs the strings returned by to_text/to_json
-};
 struct spora_executable {
   std::unique_ptr<spora::sched::PlanCache> exe;  // plans by input signature
 };
