@@ -161,6 +161,40 @@ static void test_device(spora_device_t* dev) {
   spora_tensor_free(s);
 }
 
+/* An optimizer step from C: sgd_update with momentum written into the
+ * param's and buffer's own tensors (spora_op_call_into). */
+static void test_update_in_place(spora_device_t* dev) {
+  const double p[3] = {1, 2, 3}, g[3] = {0.5, -1, 2}, buf[3] = {1, 1, 1}, lr = 0.1, one = 1;
+  const int64_t s3[1] = {3};
+  double got[3];
+  int i;
+  spora_attrs_t* attrs = NULL;
+  spora_tensor_t* in[5];
+  spora_tensor_t* out[2];
+  in[0] = make(dev, SPORA_DTYPE_F64, NULL, 0, &lr, 8);
+  in[1] = make(dev, SPORA_DTYPE_F64, NULL, 0, &one, 8);
+  in[2] = make(dev, SPORA_DTYPE_F64, s3, 1, p, sizeof p);
+  in[3] = make(dev, SPORA_DTYPE_F64, s3, 1, g, sizeof g);
+  in[4] = make(dev, SPORA_DTYPE_F64, s3, 1, buf, sizeof buf);
+  OK(spora_attrs_create(&attrs));
+  OK(spora_attrs_set_float(attrs, "momentum", 0.9));
+  out[0] = in[2];
+  out[1] = in[4];
+  OK(spora_op_call_into("sgd_update", NULL, in, 5, attrs, out, 2));
+  OK(spora_tensor_read(in[4], got, sizeof got));
+  for (i = 0; i < 3; ++i) EXPECT(fabs(got[i] - (0.9 * buf[i] + g[i])) < 1e-12, "buffer %d: %g", i, got[i]);
+  OK(spora_tensor_read(in[2], got, sizeof got));
+  for (i = 0; i < 3; ++i)
+    EXPECT(fabs(got[i] - (p[i] - lr * (0.9 * buf[i] + g[i]))) < 1e-12, "param %d: %g", i, got[i]);
+  out[0] = in[3]; /* the new param over the grad: refused, nothing written */
+  FAILS(spora_op_call_into("sgd_update", NULL, in, 5, attrs, out, 2), SPORA_ERROR_INVALID_ARGUMENT,
+        "[sgd_update] output 0 overlaps input 3");
+  OK(spora_tensor_read(in[3], got, sizeof got));
+  EXPECT(got[1] == -1, "grad untouched");
+  spora_attrs_free(attrs);
+  for (i = 0; i < 5; ++i) spora_tensor_free(in[i]);
+}
+
 /* Graph mode from C: build y = sum(tanh(x) * w), differentiate, optimise,
  * compile, run on `dev`, check the gradient dy/dw = tanh(x). */
 static void test_graph(spora_device_t* dev) {
@@ -317,6 +351,7 @@ int main(void) {
     OK(spora_device_get(ctx, i, &dev));
     test_device(dev);
     test_graph(dev);
+    test_update_in_place(dev);
     test_tape(dev);
   }
   OK(spora_op_count(&nops));

@@ -36,6 +36,7 @@ DTYPE_U8 = 7
 DTYPE_BOOL = 8
 
 MAX_NDIM = 8
+MAX_OP_OUTPUTS = 64  # SPORA_MAX_OP_OUTPUTS
 
 _NP_TO_SPORA = {
     np.dtype(np.float32): DTYPE_F32,
@@ -105,6 +106,7 @@ _PROTOTYPES = {
     "spora_op_name": (_status, [_size, P(_cstr)]),
     "spora_op_schema": (_status, [_cstr, P(_cstr)]),
     "spora_op_call": (_status, [_cstr, _vp, P(_vp), _size, _vp, P(_vp), _size]),
+    "spora_op_call_into": (_status, [_cstr, _vp, P(_vp), _size, _vp, P(_vp), _size]),
     "spora_op_gradient": (_status, [_cstr, P(_i32), P(_i32)]),
     "spora_graph_create": (_status, [_cstr, P(_vp)]),
     "spora_graph_free": (_status, [_vp]),
@@ -454,6 +456,24 @@ def op_call(op, inputs, attrs=None, num_outputs=1, device=None):
             owned.free()
 
 
+def op_call_into(op, inputs, outputs, attrs=None, device=None):
+    """Runs `op` eagerly into the existing Tensors `outputs`
+    (spora_op_call_into): an output may be the input the op updates in
+    place."""
+    owned = None
+    if isinstance(attrs, dict):
+        owned = attrs = Attrs(attrs)
+    try:
+        arr_in = (_vp * max(len(inputs), 1))(*[t.handle if t is not None else None for t in inputs])
+        arr_out = (_vp * max(len(outputs), 1))(*[t.handle if t is not None else None for t in outputs])
+        status = lib.spora_op_call_into(op.encode(), device.handle if device else None, arr_in, len(inputs),
+                                        attrs.handle if attrs is not None else None, arr_out, len(outputs))
+        check(f"spora_op_call_into({op})", status)
+    finally:
+        if owned is not None:
+            owned.free()
+
+
 def run(op, *inputs, **attrs):
     """One-output convenience: run(op, t1, t2, axis=1) -> Tensor."""
     return op_call(op, list(inputs), attrs or None)[0]
@@ -496,7 +516,7 @@ class Graph:
         call("spora_graph_add_constant", self.handle, tensor.handle, ctypes.byref(v))
         return v.value
 
-    def op(self, op, inputs, attrs=None, file=None, line=0, capacity=16):
+    def op(self, op, inputs, attrs=None, file=None, line=0, capacity=MAX_OP_OUTPUTS):
         owned = None
         if isinstance(attrs, dict):
             owned = attrs = Attrs(attrs)

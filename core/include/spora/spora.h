@@ -202,6 +202,11 @@ SPORA_API spora_status_t spora_attrs_set_string(spora_attrs_t* attrs, const char
 /* Ops                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* The most inputs one op call takes and the most outputs it makes (variadic
+ * ops such as concat or the optimizer updates; see docs/ops-optim.md). */
+#define SPORA_MAX_OP_INPUTS 64
+#define SPORA_MAX_OP_OUTPUTS 64
+
 /* Number of registered ops, and the name of op `index` (borrowed). */
 SPORA_API spora_status_t spora_op_count(size_t* out);
 SPORA_API spora_status_t spora_op_name(size_t index, const char** out);
@@ -231,6 +236,21 @@ SPORA_API spora_status_t spora_op_call_at(const char* op, spora_device_t* device
                                           spora_tensor_t* const* inputs, size_t num_inputs,
                                           const spora_attrs_t* attrs, const char* file, int32_t line,
                                           spora_tensor_t** outputs, size_t num_outputs);
+/* Runs `op` eagerly like spora_op_call, but writes its results into the
+ * existing tensors `outputs`, which must have the op's output dtypes and
+ * shapes and live on its device. An output may be the very tensor (the same
+ * memory) of the input the op updates in place: a param or optimizer state
+ * of sgd_update / adam_update, a tensor of clip_by_global_norm
+ * (docs/ops-optim.md). That is how an optimizer step updates its tensors
+ * without allocating. Any other overlap between an output and an input or
+ * another output is an error, as is an in-place input that another input
+ * also reads. Nothing is written unless every check passes. Tensors updated
+ * in place change for every handle that shares their memory: do not use it
+ * on values a gradient computation still needs. */
+SPORA_API spora_status_t spora_op_call_into(const char* op, spora_device_t* device,
+                                            spora_tensor_t* const* inputs, size_t num_inputs,
+                                            const spora_attrs_t* attrs, spora_tensor_t* const* outputs,
+                                            size_t num_outputs);
 
 /* ------------------------------------------------------------------------ */
 /* Graphs (graph mode)                                                      */

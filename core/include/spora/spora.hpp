@@ -246,6 +246,17 @@ inline std::vector<Tensor> call(const char* op, std::initializer_list<const Tens
   return call_at(nullptr, 0, op, inputs, attrs, num_outputs, device);
 }
 
+// Runs an op eagerly into existing tensors (spora_op_call_into): an
+// optimizer update with its params and states as outputs updates them in
+// place.
+inline void call_into(const char* op, const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs,
+                      const Attrs* attrs = nullptr) {
+  std::vector<spora_tensor_t*> in, out;
+  for (const Tensor* t : inputs) in.push_back(t ? t->get() : nullptr);
+  for (Tensor* t : outputs) out.push_back(t ? t->get() : nullptr);
+  check(spora_op_call_into(op, nullptr, in.data(), in.size(), attrs ? attrs->get() : nullptr, out.data(), out.size()));
+}
+
 // Single-output shorthand: spora::op("add", {&a, &b}).
 inline Tensor op(const char* name, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr) {
   return std::move(call(name, inputs, attrs, 1).front());
@@ -286,7 +297,7 @@ class Graph {
   // All outputs of `op`; `file`/`line` are the user's source location.
   std::vector<spora_value_t> ops(const char* op, const std::vector<spora_value_t>& inputs,
                                  const Attrs* attrs = nullptr, const char* file = nullptr, int32_t line = 0) {
-    std::vector<spora_value_t> out(16);
+    std::vector<spora_value_t> out(SPORA_MAX_OP_OUTPUTS);
     size_t n = 0;
     check(spora_graph_add_op(g_, op, inputs.data(), inputs.size(), attrs ? attrs->get() : nullptr, file, line,
                              out.data(), out.size(), &n));

@@ -1,4 +1,6 @@
 // C API: the op registry and eager op calls.
+#include <vector>
+
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
 #include "autodiff/tape.h"
@@ -68,7 +70,8 @@ void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inpu
   const spora::OpDef* def = spora::OpRegistry::get().find(op);
   if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
   if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
-    fail(Code::kInvalidArgument, "[{}] too many inputs or outputs", op);
+    fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
+         op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
   if (num_inputs) need(inputs, op, "inputs");
   if (num_outputs) need(outputs, op, "outputs");
   const spora::Tensor* in[spora::kMaxOpInputs];
@@ -78,18 +81,24 @@ void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inpu
   }
   static const spora::Attrs kNoAttrs;
   const spora::Attrs& a = attrs ? attrs->attrs : kNoAttrs;
-  spora::Tensor out[spora::kMaxOpOutputs];
+  // Stack room for the usual one or two outputs; constructing
+  // kMaxOpOutputs tensors per call would cost more than the call.
+  spora::Tensor small[4];
+  std::vector<spora::Tensor> large(num_outputs > 4 ? num_outputs : 0);
+  spora::Tensor* out = num_outputs > 4 ? large.data() : small;
   spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), a, out,
                     static_cast<int>(num_outputs));
   if (spora::autodiff::recording())
     spora::autodiff::record_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file,
                                line);
   // Allocate every handle before publishing any, so a failure leaks nothing.
-  spora_tensor_t* handles[spora::kMaxOpOutputs] = {};
+  spora_tensor_t* handles_small[4] = {};
+  std::vector<spora_tensor_t*> handles_large(num_outputs > 4 ? num_outputs : 0, nullptr);
+  spora_tensor_t** handles = num_outputs > 4 ? handles_large.data() : handles_small;
   try {
     for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
   } catch (...) {
-    for (auto* h : handles) delete h;
+    for (size_t i = 0; i < num_outputs; ++i) delete handles[i];
     throw;
   }
   for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
@@ -114,6 +123,41 @@ spora_status_t spora_op_call_at(const char* op, spora_device_t* device, spora_te
       if (!file || !*file) throw;
       throw spora::Error(e.code(), spora::ir::with_loc(e.what(), {file, line}));
     }
+  });
+}
+
+spora_status_t spora_op_call_into(const char* op, spora_device_t* device, spora_tensor_t* const* inputs,
+                                  size_t num_inputs, const spora_attrs_t* attrs, spora_tensor_t* const* outputs,
+                                  size_t num_outputs) {
+  return guard([&] {
+    need(op, "spora_op_call_into", "op");
+    const spora::OpDef* def = spora::OpRegistry::get().find(op);
+    if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
+    if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
+      fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
+           op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
+    // A tape keeps the tensors it recorded for the backward pass: writing
+    // into existing tensors could change values it still needs.
+    if (spora::autodiff::recording())
+      fail(Code::kInvalidArgument,
+           "[{}] spora_op_call_into writes into existing tensors, which the tape recording on this thread may "
+           "still need; stop recording first (optimizer steps run after the gradients are taken)",
+           op);
+    if (num_inputs) need(inputs, op, "inputs");
+    if (num_outputs) need(outputs, op, "outputs");
+    const spora::Tensor* in[spora::kMaxOpInputs];
+    const spora::Tensor* out[spora::kMaxOpOutputs];
+    for (size_t i = 0; i < num_inputs; ++i) {
+      if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
+      in[i] = &inputs[i]->t;
+    }
+    for (size_t i = 0; i < num_outputs; ++i) {
+      if (!outputs[i]) fail(Code::kInvalidArgument, "[{}] output {} is a null tensor", op, i);
+      out[i] = &outputs[i]->t;
+    }
+    static const spora::Attrs kNoAttrs;
+    spora::eager_call_into(*def, from_handle(device), in, static_cast<int>(num_inputs),
+                           attrs ? attrs->attrs : kNoAttrs, out, static_cast<int>(num_outputs));
   });
 }
 

@@ -25,12 +25,14 @@ uint64_t call_hash(const OpDef& op, const OpCall& c) {
   return c.attrs.empty() ? h : mix(h, c.attrs.hash());
 }
 
-bool same_call(const OpCall& a, const OpCall& b) {
-  if (a.num_inputs != b.num_inputs || a.num_outputs != b.num_outputs) return false;
-  for (int i = 0; i < a.num_inputs; ++i)
-    if (a.in[i].dtype != b.in[i].dtype || a.in[i].shape != b.in[i].shape) return false;
-  for (int i = 0; i < a.num_outputs; ++i)
-    if (a.out[i].dtype != b.out[i].dtype || a.out[i].shape != b.out[i].shape) return false;
+bool same_call(const KernelEntry& a, const OpCall& b) {
+  if (a.num_inputs != b.num_inputs || a.operands.size() != static_cast<size_t>(b.num_inputs + b.num_outputs))
+    return false;
+  for (int i = 0; i < b.num_inputs + b.num_outputs; ++i) {
+    const TensorMeta& m = i < b.num_inputs ? b.in[i] : b.out[i - b.num_inputs];
+    const TensorMeta& e = a.operands[static_cast<size_t>(i)];
+    if (e.dtype != m.dtype || e.shape != m.shape) return false;
+  }
   const auto &x = a.attrs.items(), &y = b.attrs.items();
   if (x.size() != y.size()) return false;
   for (size_t i = 0; i < x.size(); ++i)
@@ -172,7 +174,7 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   std::lock_guard<std::mutex> lock(mu_);
   auto range = kernels_.equal_range(h);
   for (auto it = range.first; it != range.second; ++it)
-    if (it->second->op == &op && same_call(it->second->call, call)) {
+    if (it->second->op == &op && same_call(*it->second, call)) {
       it->second->last_used = ++clock_;
       return it->second;
     }
@@ -192,12 +194,16 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   entry->api = api_;
   entry->last_used = ++clock_;
   entry->op = &op;
-  entry->call = call;
+  entry->num_inputs = call.num_inputs;
+  entry->operands.assign(call.in, call.in + call.num_inputs);
+  entry->operands.insert(entry->operands.end(), call.out, call.out + call.num_outputs);
+  entry->attrs = call.attrs;
   entry->hash = h;
-  const OpCall& c = entry->call;  // descriptors point into the stored copy
+  // Descriptors point into the entry's copy.
+  const KernelEntry& c = *entry;
   spora_tensor_desc_t ins[kMaxOpInputs], outs[kMaxOpOutputs];
-  for (int i = 0; i < c.num_inputs; ++i) ins[i] = desc_of(c.in[i]);
-  for (int i = 0; i < c.num_outputs; ++i) outs[i] = desc_of(c.out[i]);
+  for (int i = 0; i < call.num_inputs; ++i) ins[i] = desc_of(c.operands[static_cast<size_t>(i)]);
+  for (int i = 0; i < call.num_outputs; ++i) outs[i] = desc_of(c.operands[static_cast<size_t>(call.num_inputs + i)]);
   std::vector<spora_attr_t> attrs;
   for (const auto& [name, v] : c.attrs.items()) {
     spora_attr_t a{};
@@ -215,9 +221,9 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   spora_kernel_desc_t d{};
   d.struct_size = sizeof(d);
   d.op = op.name.c_str();
-  d.num_inputs = static_cast<size_t>(c.num_inputs);
+  d.num_inputs = static_cast<size_t>(call.num_inputs);
   d.inputs = ins;
-  d.num_outputs = static_cast<size_t>(c.num_outputs);
+  d.num_outputs = static_cast<size_t>(call.num_outputs);
   d.outputs = outs;
   d.num_attrs = attrs.size();
   d.attrs = attrs.data();

@@ -24,7 +24,12 @@ class Buffer;
 // plugin's kernel.
 struct KernelEntry {
   const OpDef* op = nullptr;
-  OpCall call;
+  // The call's inferred operands (inputs, then outputs) and attributes: the
+  // cache key, and the storage the plugin's descriptors pointed into. Not a
+  // whole OpCall, which has room for kMaxOpInputs operands (~15 KB).
+  int32_t num_inputs = 0;
+  std::vector<TensorMeta> operands;
+  Attrs attrs;
   uint64_t hash = 0;
   spora_kernel_t* kernel = nullptr;
   size_t workspace = 0;

@@ -238,8 +238,10 @@ std::vector<Case> load_cases(const std::string& dir) {
         base.attrs = c["attrs"];
       }
       if (c.contains("outputs")) {
-        if (!c["outputs"].is_number_integer() || c["outputs"].get<int>() < 1 || c["outputs"].get<int>() > 16)
-          throw std::runtime_error(ctx + ": \"outputs\" must be an integer in [1, 16]");
+        if (!c["outputs"].is_number_integer() || c["outputs"].get<int>() < 1 ||
+            c["outputs"].get<int>() > SPORA_MAX_OP_OUTPUTS)
+          throw std::runtime_error(ctx + ": \"outputs\" must be an integer in [1, " +
+                                   std::to_string(SPORA_MAX_OP_OUTPUTS) + "]");
         base.outputs = c["outputs"].get<int>();
       }
       if (c.contains("tol")) {

@@ -185,9 +185,9 @@ struct GradGraph {
 };
 
 spora_value_t add_op(spora::Graph& g, const char* op, const std::vector<spora_value_t>& in) {
-  spora_value_t out[16];
+  spora_value_t out[SPORA_MAX_OP_OUTPUTS];
   size_t n = 0;
-  spora::check(spora_graph_add_op(g.get(), op, in.data(), in.size(), nullptr, nullptr, 0, out, 16, &n));
+  spora::check(spora_graph_add_op(g.get(), op, in.data(), in.size(), nullptr, nullptr, 0, out, SPORA_MAX_OP_OUTPUTS, &n));
   return out[0];
 }
 
@@ -207,9 +207,9 @@ bool build_gradient(const Case& c, const spora::Device& host, GradGraph* out) {
     }
   }
   const OwnedAttrs attrs = to_attrs(c.attrs, c.id);
-  spora_value_t ys[16];
+  spora_value_t ys[SPORA_MAX_OP_OUTPUTS];
   size_t ny = 0;
-  spora::check(spora_graph_add_op(g.get(), c.op.c_str(), args.data(), args.size(), attrs.get(), nullptr, 0, ys, 16, &ny));
+  spora::check(spora_graph_add_op(g.get(), c.op.c_str(), args.data(), args.size(), attrs.get(), nullptr, 0, ys, SPORA_MAX_OP_OUTPUTS, &ny));
   // L = sum_j sum(y_j * r_j) over the f64 outputs, r_j random.
   spora_value_t loss = -1;
   for (size_t j = 0; j < ny; ++j) {
