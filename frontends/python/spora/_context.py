@@ -8,7 +8,7 @@ _ctx = {"mode": PYNATIVE_MODE, "device_target": "cpu", "device_id": 0, "jit_leve
 
 
 class DeviceInfo(str):
-    """A device name ("cpu:0", "sim:0") or, for a backend whose plugin could
+    """A device name ("cpu", "sim:0") or, for a backend whose plugin could
     not be used, the plugin's name; with .available and .reason."""
 
     def __new__(cls, name, available=True, reason="", kind="device", plugin=""):
@@ -26,7 +26,7 @@ class DeviceInfo(str):
 
 
 def devices(all=False):
-    """Usable devices by name, e.g. ['cpu:0', 'sim:0']. With all=True, device
+    """Usable devices by name, e.g. ['cpu', 'sim:0']. With all=True, device
     plugins that failed to load are listed too (available=False, with the
     loader's reason)."""
     out = [DeviceInfo(n) for n in _C.device_names()]

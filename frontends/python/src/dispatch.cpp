@@ -16,14 +16,21 @@ namespace spora_py {
 // ----------------------------------------------------------------- traces --
 
 static thread_local std::vector<TraceRef> t_traces;
+// The innermost trace as a plain pointer: the eager fast path reads only
+// this (a trivially initialised thread_local costs no guard check).
+static thread_local Trace* t_top = nullptr;
 
-Trace* current_trace() { return t_traces.empty() ? nullptr : t_traces.back().get(); }
+Trace* current_trace() { return t_top; }
 static TraceRef current_trace_ref() { return t_traces.empty() ? nullptr : t_traces.back(); }
-void push_trace(TraceRef t) { t_traces.push_back(std::move(t)); }
+void push_trace(TraceRef t) {
+  t_traces.push_back(std::move(t));
+  t_top = t_traces.back().get();
+}
 void pop_trace(const Trace* t) {
   if (t_traces.empty() || t_traces.back().get() != t)
     raise_value_error("[trace] traces closed out of order (a jit/grad function returned into another thread?)");
   t_traces.pop_back();
+  t_top = t_traces.empty() ? nullptr : t_traces.back().get();
 }
 TraceRef trace_ref(Trace* t) {
   for (auto& r : t_traces)

@@ -72,6 +72,8 @@ spora_device_t* default_device() {
 const char* device_name(spora_device_t* d) {
   const char* n = "?";
   spora_device_name(d, &n);
+  // The host is "cpu" (as in PyTorch and MindSpore); there is one cpu device.
+  if (std::strcmp(n, "cpu:0") == 0) return "cpu";
   return n;
 }
 
