@@ -448,12 +448,11 @@ struct OpFn {
                          std::to_string(na));
       for (int i = 0; i < n_inputs; ++i) raw.push_back(args[pos++]);
     }
+    // Scalars take the dtype of a tensor input: the first non-bool one (a
+    // mask, as in where(mask, x, 0.0), says nothing about the value dtype).
     const PyTensor* like = nullptr;
     for (nb::handle h : raw)
-      if (is_tensor(h)) {
-        like = as_tensor(h);
-        break;
-      }
+      if (is_tensor(h) && (!like || like->dtype == SPORA_DTYPE_BOOL)) like = as_tensor(h);
     for (nb::handle h : raw) tensors.push_back(operand(h, like));
 
     PyAttrs attrs;
