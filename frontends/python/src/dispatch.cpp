@@ -514,37 +514,85 @@ static nb::object generic_call(const std::string& op, nb::sequence inputs, PyAtt
   return dispatch(op.c_str(), hs.data(), hs.size(), attrs ? attrs->a : nullptr, nout, true, d);
 }
 
+// ------------------------------------------------------------ type slots --
+// The arithmetic and comparison operators are the type's number and
+// richcompare slots, so `a + b` calls binary() directly: no method lookup,
+// no argument conversion (about half the Python-side cost of a bound method).
+
+static PyObject* slot_call(Bin b, PyObject* x, PyObject* y) noexcept {
+  try {
+    return binary(b, x, y).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+template <Bin B>
+static PyObject* slot_binary(PyObject* x, PyObject* y) noexcept {
+  return slot_call(B, x, y);
+}
+
+static PyObject* slot_power(PyObject* x, PyObject* y, PyObject* mod) noexcept {
+  if (mod != Py_None) Py_RETURN_NOTIMPLEMENTED;
+  return slot_call(Bin::kPow, x, y);
+}
+
+static PyObject* slot_richcompare(PyObject* x, PyObject* y, int op) noexcept {
+  static const Bin kOps[] = {Bin::kLt, Bin::kLe, Bin::kEq, Bin::kNe, Bin::kGt, Bin::kGe};
+  return slot_call(kOps[op], x, y);
+}
+
+static PyObject* slot_unary(const char* op, PyObject* x) noexcept {
+  try {
+    nb::handle h(x);
+    return dispatch(op, &h, 1, nullptr, 1, true).release().ptr();
+  } catch (nb::python_error& e) {
+    e.restore();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+static PyObject* slot_neg(PyObject* x) noexcept { return slot_unary("neg", x); }
+static PyObject* slot_abs(PyObject* x) noexcept { return slot_unary("abs", x); }
+// Identity hash (Py_HashPointer is 3.13+): tensors compare elementwise, so
+// equality cannot back the hash; dict keys (optimizer state) use identity.
+static Py_hash_t slot_hash(PyObject* x) noexcept {
+  const auto h = static_cast<Py_hash_t>(reinterpret_cast<uintptr_t>(x) >> 4);
+  return h == -1 ? -2 : h;
+}
+
+PyType_Slot g_tensor_slots[] = {
+    {Py_nb_add, reinterpret_cast<void*>(slot_binary<Bin::kAdd>)},
+    {Py_nb_subtract, reinterpret_cast<void*>(slot_binary<Bin::kSub>)},
+    {Py_nb_multiply, reinterpret_cast<void*>(slot_binary<Bin::kMul>)},
+    {Py_nb_true_divide, reinterpret_cast<void*>(slot_binary<Bin::kDiv>)},
+    {Py_nb_matrix_multiply, reinterpret_cast<void*>(slot_binary<Bin::kMatmul>)},
+    {Py_nb_power, reinterpret_cast<void*>(slot_power)},
+    {Py_nb_negative, reinterpret_cast<void*>(slot_neg)},
+    {Py_nb_absolute, reinterpret_cast<void*>(slot_abs)},
+    {Py_tp_richcompare, reinterpret_cast<void*>(slot_richcompare)},
+    {Py_tp_hash, reinterpret_cast<void*>(slot_hash)},
+    {0, nullptr}};
+
 void bind_dispatch(nb::module_& m) {
   nb::handle cls = reinterpret_cast<PyObject*>(g_tensor_type);
   auto def2 = [&](const char* name, Bin b, bool reflected) {
     nb::object f;
     if (reflected)
       f = nb::cpp_function([b](nb::handle self, nb::handle o) { return binary(b, o, self); },
-                           nb::is_method(), nb::scope(cls), nb::name(name), nb::arg("other").none());
+                           nb::is_method(), nb::scope(cls), nb::name(name));
     else
       f = nb::cpp_function([b](nb::handle self, nb::handle o) { return binary(b, self, o); },
-                           nb::is_method(), nb::scope(cls), nb::name(name), nb::arg("other").none());
+                           nb::is_method(), nb::scope(cls), nb::name(name));
     nb::setattr(cls, name, f);
   };
-  def2("__add__", Bin::kAdd, false);
-  def2("__radd__", Bin::kAdd, true);
-  def2("__sub__", Bin::kSub, false);
-  def2("__rsub__", Bin::kSub, true);
-  def2("__mul__", Bin::kMul, false);
-  def2("__rmul__", Bin::kMul, true);
-  def2("__truediv__", Bin::kDiv, false);
-  def2("__rtruediv__", Bin::kDiv, true);
-  def2("__pow__", Bin::kPow, false);
-  def2("__rpow__", Bin::kPow, true);
-  def2("__matmul__", Bin::kMatmul, false);
-  def2("__rmatmul__", Bin::kMatmul, true);
   def2("matmul", Bin::kMatmul, false);
-  def2("__eq__", Bin::kEq, false);
-  def2("__ne__", Bin::kNe, false);
-  def2("__lt__", Bin::kLt, false);
-  def2("__le__", Bin::kLe, false);
-  def2("__gt__", Bin::kGt, false);
-  def2("__ge__", Bin::kGe, false);
   def2("maximum", Bin::kMax, false);
   def2("minimum", Bin::kMin, false);
   auto def1 = [&](const char* name, const char* op) {
@@ -552,8 +600,6 @@ void bind_dispatch(nb::module_& m) {
                                     nb::is_method(), nb::scope(cls), nb::name(name));
     nb::setattr(cls, name, f);
   };
-  def1("__neg__", "neg");
-  def1("__abs__", "abs");
   for (const char* op : {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "floor",
                          "ceil", "round", "sign", "square", "reciprocal", "erf", "log1p", "silu"})
     def1(op, op);
