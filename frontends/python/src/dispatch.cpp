@@ -237,7 +237,7 @@ static ScalarSlot* scalar_cache() {
   return slots;
 }
 
-nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
+static const Handle& scalar_handle(double v, spora_dtype_t dtype, spora_device_t* device) {
   uint64_t bits;
   std::memcpy(&bits, &v, 8);
   const size_t i = (bits ^ (bits >> 29) ^ (static_cast<uint64_t>(dtype) * 0x9E3779B97F4A7C15ull)) & 63;
@@ -248,8 +248,12 @@ nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) 
     s.dtype = dtype;
     s.device = device;
   }
+  return s.h;
+}
+
+nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
   PyTensor t;
-  t.t = s.h;
+  t.t = scalar_handle(v, dtype, device);
   t.dtype = dtype;
   t.ndim = 0;
   return wrap(std::move(t));
@@ -305,8 +309,45 @@ static bool operand_ok(nb::handle x) {
          PyTuple_Check(x.ptr()) || PyObject_CheckBuffer(x.ptr());
 }
 
+// Eager a (op) b for two tensors of one dtype or a tensor and a Python
+// scalar of its dtype: straight to spora_op_call on the handles (the scalar
+// never becomes a Python object). Returns an invalid object when the general
+// path must handle it (tracing, promotion, integer division or power).
+static nb::object eager_binary(Bin b, nb::handle x, nb::handle y) {
+  if (current_trace() || b == Bin::kPow) return nb::object();
+  const bool xt = is_tensor(x), yt = is_tensor(y);
+  spora_tensor_t* hs[2];
+  PyTensor* t = as_tensor(xt ? x : y);
+  if (!t->t) return nb::object();
+  if (xt && yt) {
+    PyTensor* u = as_tensor(y);
+    if (u->dtype != t->dtype || !u->t) return nb::object();
+    hs[0] = t->t.get();
+    hs[1] = u->t.get();
+  } else {
+    nb::handle sc = xt ? y : x;
+    bool is_sc = false;
+    if (PyBool_Check(sc.ptr())) return nb::object();
+    const spora_dtype_t d = scalar_dtype(sc, t->dtype, &is_sc);
+    if (!is_sc || d != t->dtype) return nb::object();
+    const double v = PyFloat_AsDouble(sc.ptr());
+    if (v == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return nb::object();
+    }
+    const Handle& h = scalar_handle(v, d, tensor_device(*t));
+    hs[xt ? 0 : 1] = t->t.get();
+    hs[xt ? 1 : 0] = h.get();
+  }
+  if (b == Bin::kDiv && !is_float(t->dtype)) return nb::object();
+  spora_tensor_t* out = nullptr;
+  eager_call(bin_op(b), nullptr, hs, 2, nullptr, &out, 1, t->numel());
+  return wrap_handle(out);
+}
+
 nb::object binary(Bin b, nb::handle x, nb::handle y) {
   if (!operand_ok(x) || !operand_ok(y)) return nb::borrow(Py_NotImplemented);
+  if (nb::object r = eager_binary(b, x, y); r.is_valid()) return r;
   const bool xt = is_tensor(x);
   nb::object a = xt ? nb::borrow(x) : operand(x, as_tensor(y));
   nb::object c = is_tensor(y) ? nb::borrow(y) : operand(y, as_tensor(a));
