@@ -1,22 +1,25 @@
 """spora.grad and spora.value_and_grad (MindSpore semantics).
 
-The function is recorded into a graph, the graph is differentiated with
-spora_graph_grad, and the gradient graph runs:
-  - PyNative (no enclosing trace): the function runs eagerly while it is
-    recorded ("record" mode), so Python control flow on tensor values works;
-    the gradient graph then runs op by op (spora_graph_run_eager);
+  - PyNative (no enclosing trace), with the eager tape (spora_tape_*): the
+    function runs eagerly under a started tape and spora_tape_gradient runs
+    the backward ops on the recorded forward values. Python control flow on
+    tensor values works; tapes nest, which gives higher-order gradients.
+  - PyNative without the tape in the C API: the function runs eagerly while
+    it is recorded into a graph ("record" mode), the graph is differentiated
+    with spora_graph_grad and the gradient graph runs op by op
+    (spora_graph_run_eager), recomputing the forward;
   - inside jit or another grad: the gradient graph is inlined into the
     enclosing graph (spora_graph_inline), so a whole training step compiles
     as one graph and higher-order gradients come from nesting.
   - GRAPH_MODE at top level: the grad function itself runs through spora.jit.
-(The eager tape C API, when it lands, can replace record mode without
-changing this interface.)
 """
 from . import _C
 from . import _context
 from ._jit import JitFunction
 from ._tensor import Tensor
 from ._trace import TraceState
+
+_HAVE_TAPE = hasattr(_C, "Tape")
 
 
 def _positions(grad_position, nargs):
@@ -58,8 +61,17 @@ class GradFunction:
             return self._jit(*args, **kwargs)
         return self._impl(*args, **kwargs)
 
+    def _split(self, out):
+        if self.has_aux:
+            if not isinstance(out, tuple) or len(out) < 2:
+                raise ValueError("[grad] has_aux=True needs the function to return a tuple (out, aux...)")
+            return out[0], tuple(out[1:])
+        return out, ()
+
     def _impl(self, *args, **kwargs):
         parent = _C.current_trace()
+        if parent is None and _HAVE_TAPE:
+            return self._impl_tape(args, kwargs)
         record = parent is None or parent.record
         positions = _positions(self.grad_position, len(args))
         weights = _weights_list(self.weights)
@@ -96,12 +108,7 @@ class GradFunction:
                 out = self.fn(*args, **kwargs)
             finally:
                 _C.pop_trace(trace)
-            if self.has_aux:
-                if not isinstance(out, tuple) or len(out) < 2:
-                    raise ValueError("[grad] has_aux=True needs the function to return a tuple (out, aux...)")
-                loss, aux = out[0], tuple(out[1:])
-            else:
-                loss, aux = out, ()
+            loss, aux = self._split(out)
             if isinstance(loss, (tuple, list)):
                 # Several outputs: the gradient of their sum (MindSpore's
                 # sens of ones); the value keeps them all.
@@ -149,7 +156,10 @@ class GradFunction:
                 parent.state.assign(p, nv)
         grads = res[n_fwd:]
 
-        gp, gw = grads[:len(positions)], grads[len(positions):]
+        return self._result(values, aux, grads, len(positions))
+
+    def _result(self, values, aux, grads, npos):
+        gp, gw = grads[:npos], grads[npos:]
         if isinstance(self.grad_position, int):
             pos_out = gp[0]
         else:
@@ -161,10 +171,7 @@ class GradFunction:
         else:
             g_out = (pos_out, tuple(gw))
 
-        if len(values) > 1:
-            value = tuple(values[1:])
-        else:
-            value = values[0]
+        value = tuple(values[1:]) if len(values) > 1 else values[0]
         if self.has_aux:
             value = (value,) + aux
         if self.with_value:
@@ -172,6 +179,47 @@ class GradFunction:
         if self.has_aux:
             return g_out, aux
         return g_out
+
+    def _impl_tape(self, args, kwargs):
+        positions = _positions(self.grad_position, len(args))
+        weights = _weights_list(self.weights)
+        if not positions and not weights:
+            raise ValueError("[grad] nothing to differentiate: grad_position is None and no weights given")
+        args = list(args)
+        sources = []
+        for i in positions:
+            a = args[i]
+            if not isinstance(a, Tensor):
+                a = args[i] = Tensor(a)
+            if not a.dtype.is_floating_point:
+                raise TypeError(f"[grad] argument {i} is {a.dtype.name}; gradients need a floating-point tensor")
+            sources.append(a)
+        for w in weights:
+            if not isinstance(w, Tensor) or not w.dtype.is_floating_point:
+                raise TypeError("[grad] weights must be floating-point Parameters")
+            sources.append(w)
+        tape = _C.Tape()
+        for x in sources:
+            tape.watch(x)
+        tape.start()
+        try:
+            out = self.fn(*args, **kwargs)
+            loss, aux = self._split(out)
+            if isinstance(loss, (tuple, list)):
+                # Several outputs: the gradient of their sum; the value keeps them all.
+                parts = list(loss)
+                total = parts[0].sum()
+                for p in parts[1:]:
+                    total = total + p.sum()
+                values = [total] + parts
+            else:
+                values = [loss]
+        finally:
+            tape.stop()
+        if not isinstance(values[0], Tensor):
+            raise TypeError("[grad] the function must return a Tensor (or a tuple whose first item is one)")
+        grads = tape.gradient(values[0], sources)
+        return self._result(values, aux, grads, len(positions))
 
 
 def grad(fn, grad_position=0, weights=None, has_aux=False):

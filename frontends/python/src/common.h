@@ -136,5 +136,6 @@ void bind_tensor(nb::module_& m);
 void bind_dispatch(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
+void bind_tape(nb::module_& m);  // tape.cpp, when spora.h has the eager tape
 
 }  // namespace spora_py
