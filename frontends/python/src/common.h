@@ -122,6 +122,18 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
 nb::object operand(nb::handle x, const PyTensor* like);
 nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device);
 nb::object cast_to(nb::handle x, spora_dtype_t dtype);
+// The helpers behind them (dispatch.cpp), shared with operators.cpp.
+bool is_float(spora_dtype_t d);
+spora_dtype_t promote(spora_dtype_t a, spora_dtype_t b);  // PyTorch-like
+// The dtype a Python scalar x takes next to a `like` tensor; *is_scalar is
+// false (and the result invalid) when x is not a bool/int/float.
+spora_dtype_t scalar_dtype(nb::handle x, spora_dtype_t like, bool* is_scalar);
+// A cached 0-d tensor holding v (never handed to user code: tensors are
+// shared by value).
+const Handle& scalar_handle(double v, spora_dtype_t dtype, spora_device_t* device);
+// spora_op_call, releasing the GIL for `work` elements and more.
+void eager_call(const char* op, spora_device_t* device, spora_tensor_t* const* hs, size_t n,
+                const spora_attrs_t* attrs, spora_tensor_t** outs, size_t nout, int64_t work);
 
 // spora_attrs_t owned by Python (spora._C.Attrs).
 struct PyAttrs {
@@ -133,7 +145,9 @@ struct PyAttrs {
 };
 
 void bind_tensor(nb::module_& m);
-void bind_dispatch(nb::module_& m);
+void bind_dispatch(nb::module_& m);  // also binds operators.cpp and opfn.cpp
+void bind_operators(nb::module_& m);
+void bind_opfn(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
 void bind_tape(nb::module_& m);  // tape.cpp, when spora.h has the eager tape
