@@ -255,3 +255,15 @@ def test_graph_mode_grad_is_compiled_and_cached():
         assert val.item() == pytest.approx(sum(a * a for a in v))
         np.testing.assert_allclose(grad.asnumpy(), 2 * np.array(v))
     assert g._jit.stats["traces"] == 1 and g._jit.stats["hits"] == 1
+
+
+def test_fast_path_outputs_and_hits():
+    x = spora.Tensor(np.ones((2,), np.float32))
+    seven = spora.jit(lambda a: 7)  # a non-tensor result
+    assert seven(x) == 7 and seven(x) == 7
+    one = spora.jit(lambda a: a * 2)
+    for _ in range(3):
+        np.testing.assert_array_equal(one(x).asnumpy(), [2, 2])
+    assert one.stats == {"traces": 1, "hits": 2, "eager_calls": 0}
+    one(x.astype(spora.float64))  # another signature on the fast path
+    assert one.stats["traces"] == 2
