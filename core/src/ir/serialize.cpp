@@ -11,7 +11,9 @@
 namespace spora::ir {
 namespace {
 
-using json = nlohmann::json;
+// Ordered: attributes keep their order (it feeds kernel-cache hashes, CSE
+// keys and the text form), so reading a graph back gives the same graph.
+using json = nlohmann::ordered_json;
 constexpr int kFormatVersion = 1;
 
 // ---- base64 ----
@@ -255,7 +257,13 @@ std::string to_json(const Graph& g, int indent) {
   json j = enc_graph(g);
   j["format"] = "spora-graph";
   j["version"] = kFormatVersion;
-  return j.dump(indent);
+  try {
+    return j.dump(indent);
+  } catch (const json::type_error& e) {
+    // JSON text is UTF-8: a name or path holding other bytes cannot be written.
+    fail(Code::kInvalidArgument, "[graph json] graph '{}' holds a string that is not valid UTF-8: {}", g.name(),
+         e.what());
+  }
 }
 
 Graph from_json(const std::string& text) {
