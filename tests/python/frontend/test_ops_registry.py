@@ -145,3 +145,12 @@ def test_scalar_takes_the_value_dtype_not_the_mask_dtype():
     r = spora.ops.raw.where(x > 0, x, 0.0)
     assert r.dtype == spora.float64
     np.testing.assert_array_equal(r.asnumpy(), [1.0, 0.0])
+
+
+def test_generated_signatures():
+    import inspect
+    sig = inspect.signature(spora.ops.raw.conv2d)
+    assert list(sig.parameters)[:2] == ["x", "w"]
+    assert sig.parameters["stride"].default == [1, 1] and sig.parameters["pad_mode"].default == "explicit"
+    assert inspect.signature(spora.ops.raw.dropout).parameters["seed"].default is inspect.Parameter.empty
+    assert "device" in inspect.signature(spora.ops.raw.zeros).parameters
