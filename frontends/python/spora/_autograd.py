@@ -1,16 +1,14 @@
 """spora.grad and spora.value_and_grad (MindSpore semantics).
 
-  - PyNative (no enclosing trace), with the eager tape (spora_tape_*): the
-    function runs eagerly under a started tape and spora_tape_gradient runs
-    the backward ops on the recorded forward values. Python control flow on
-    tensor values works; tapes nest, which gives higher-order gradients.
-  - PyNative without the tape in the C API: the function runs eagerly while
-    it is recorded into a graph ("record" mode), the graph is differentiated
-    with spora_graph_grad and the gradient graph runs op by op
-    (spora_graph_run_eager), recomputing the forward;
-  - inside jit or another grad: the gradient graph is inlined into the
-    enclosing graph (spora_graph_inline), so a whole training step compiles
-    as one graph and higher-order gradients come from nesting.
+  - PyNative (no enclosing trace): the function runs eagerly under a started
+    eager tape (spora_tape_*), and spora_tape_gradient runs the backward ops
+    on the recorded forward values. Python control flow on tensor values
+    works; tapes nest, which gives higher-order gradients.
+  - Inside jit (or a grad being traced there): the function is traced into
+    its own graph, differentiated with spora_graph_grad, and the gradient
+    graph is inlined into the enclosing graph (spora_graph_inline), so a
+    whole training step -- forward, grad, optimizer update -- compiles as one
+    graph, and nesting gives higher orders there too.
   - GRAPH_MODE at top level: the grad function itself runs through spora.jit.
 """
 from . import _C
@@ -18,8 +16,6 @@ from . import _context
 from ._jit import JitFunction
 from ._tensor import Tensor
 from ._trace import TraceState
-
-_HAVE_TAPE = hasattr(_C, "Tape")
 
 
 def _positions(grad_position, nargs):
@@ -70,9 +66,11 @@ class GradFunction:
 
     def _impl(self, *args, **kwargs):
         parent = _C.current_trace()
-        if parent is None and _HAVE_TAPE:
+        if parent is None:
             return self._impl_tape(args, kwargs)
-        record = parent is None or parent.record
+        return self._impl_traced(parent, args, kwargs)
+
+    def _impl_traced(self, parent, args, kwargs):
         positions = _positions(self.grad_position, len(args))
         weights = _weights_list(self.weights)
         if not positions and not weights:
@@ -85,7 +83,7 @@ class GradFunction:
         device = device or _C.get_device()
 
         state = TraceState("inner")
-        trace = state.open(_C.Graph("grad"), record, device)
+        trace = state.open(_C.Graph("grad"), device)
         try:
             args = list(args)
             wrt = []
@@ -96,7 +94,7 @@ class GradFunction:
                 if not a.dtype.is_floating_point:
                     raise TypeError(f"[grad] argument {i} is {a.dtype.name}; gradients need a floating-point tensor")
                 v = state.bind_input(a, f"arg{i}")
-                args[i] = _C.symbolic(trace, v, a if record else None)
+                args[i] = _C.symbolic(trace, v)
                 wrt.append(v)
             for w in weights:
                 if not isinstance(w, Tensor) or not w.dtype.is_floating_point:
@@ -124,7 +122,7 @@ class GradFunction:
             else:
                 fwd = [loss]
             n_val = len(fwd)
-            aux_vals = [] if record else [state.value(a) for a in aux if isinstance(a, Tensor)]
+            aux_vals = [state.value(a) for a in aux if isinstance(a, Tensor)]
             assigned = list(state.assigned.values())
             outputs = [state.value(t) for t in fwd] + aux_vals + [state.value(v) for _, v in assigned]
             trace.graph.set_outputs(outputs)
@@ -132,28 +130,15 @@ class GradFunction:
         finally:
             trace.close()  # also on errors: the trace holds tensors and Python state
 
+        # The gradient graph becomes part of the enclosing one.
         n_fwd = len(outputs)
-        if record:
-            res = gg.run_eager(device, state.bindings)
-            if parent is not None:  # keep it differentiable for the enclosing grad
-                pv = [parent.state.value(b) for b in state.bindings]
-                res = [_C.symbolic(parent, v, r) for v, r in zip(parent.graph.inline(gg, pv), res)]
-        else:
-            pv = [parent.state.value(b) for b in state.bindings]
-            res = [_C.symbolic(parent, v) for v in parent.graph.inline(gg, pv)]
-
+        pv = [parent.state.value(b) for b in state.bindings]
+        res = [_C.symbolic(parent, v) for v in parent.graph.inline(gg, pv)]
         values = res[:n_val]
-        if not record:
-            it = iter(res[n_val:n_val + len(aux_vals)])
-            aux = tuple(next(it) if isinstance(a, Tensor) else a for a in aux)
-        else:
-            aux = tuple(a._detach() if isinstance(a, Tensor) and _C.has_value(a) else a for a in aux)
-        new_vals = res[n_fwd - len(assigned):n_fwd]
-        for (p, _), nv in zip(assigned, new_vals):
-            if parent is None:
-                p._set_value(nv)
-            else:
-                parent.state.assign(p, nv)
+        it = iter(res[n_val:n_val + len(aux_vals)])
+        aux = tuple(next(it) if isinstance(a, Tensor) else a for a in aux)
+        for (p, _), nv in zip(assigned, res[n_fwd - len(assigned):n_fwd]):
+            parent.state.assign(p, nv)
         grads = res[n_fwd:]
 
         return self._result(values, aux, grads, len(positions))

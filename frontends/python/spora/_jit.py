@@ -153,7 +153,7 @@ class JitFunction:
         name = getattr(self.fn, "__name__", "jit")
         graph = _C.Graph(name if name.isidentifier() else "jit")
         state = TraceState("top")
-        trace = state.open(graph, False, device)
+        trace = state.open(graph, device)
         try:
             sym = []
             for i, x in enumerate(leaves):

@@ -31,14 +31,12 @@ struct GraphBox {
   GraphBox& operator=(const GraphBox&) = delete;
 };
 
-// A graph being recorded by running Python code (jit tracing, or grad).
-// Symbolic tensors point at their trace. In `record` mode every recorded
-// op also runs eagerly, so tensors carry concrete values too and Python
-// control flow on them works (PyNative grad); otherwise tensors are purely
-// symbolic and reading their value is untraceable.
+// A graph being recorded by running Python code with symbolic tensors (jit
+// tracing, and grad inside jit). Symbolic tensors point at their trace and
+// have no value: reading one is untraceable. (PyNative grad needs no trace:
+// it runs on the core's eager tape.)
 struct Trace {
   std::shared_ptr<GraphBox> graph;
-  bool record = false;
   bool closed = false;
   spora_device_t* device = nullptr;
   // Python callable lift(tensor) -> value id in this graph, for tensors not
@@ -113,8 +111,8 @@ inline void check(spora_status_t s, bool locate = true) {
 [[noreturn]] void raise_untraceable(const PyTensor& t, const char* what);
 extern PyObject* g_untraceable;
 
-// Op dispatch: eager when no trace is open, else recorded (and in record
-// mode also run). `inputs` are Tensor objects. Returns one Tensor when
+// Op dispatch: eager when no trace is open (or no input is traced or a
+// Parameter), else recorded into the innermost trace. `inputs` are Tensor objects. Returns one Tensor when
 // `single` and the op has one output, else a tuple.
 nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const spora_attrs_t* attrs, size_t nout,
                     bool single, spora_device_t* device = nullptr);
@@ -150,6 +148,6 @@ void bind_operators(nb::module_& m);
 void bind_opfn(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
-void bind_tape(nb::module_& m);  // tape.cpp, when spora.h has the eager tape
+void bind_tape(nb::module_& m);  // tape.cpp: the eager tape behind PyNative grad
 
 }  // namespace spora_py

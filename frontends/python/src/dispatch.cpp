@@ -1,5 +1,5 @@
-// Op dispatch: eager, or recorded into the open trace (and run too in
-// record mode); scalar operands, dtype promotion, casts. Operators are in
+// Op dispatch: eager, or recorded into the open trace; scalar operands,
+// dtype promotion, casts. Operators are in
 // operators.cpp, spora.ops functions in opfn.cpp.
 //
 // This is the per-op hot path: no dicts, no Python frames unless an error
@@ -126,25 +126,11 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
   check(spora_graph_add_op(tr->graph->g, op, vals.data(), n, attrs, file.empty() ? nullptr : file.c_str(), line,
                            outv.data(), outv.size(), &got),
         false);
-  std::vector<spora_tensor_t*> concrete;
-  if (tr->record) {
-    for (size_t i = 0; i < n; ++i) {
-      PyTensor* p = as_tensor(inputs[i]);
-      if (!p->t) raise_untraceable(*p, "running the op");
-      hs[i] = p->t.get();
-    }
-    concrete.assign(got, nullptr);
-    eager_call(op, device, hs, n, attrs, concrete.data(), got, work);
-  }
   nb::tuple res = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(got)));
   for (size_t i = 0; i < got; ++i) {
     PyTensor t;
     t.trace = ref;
     t.value = outv[i];
-    if (tr->record) {
-      t.t = adopt(concrete[i]);
-      concrete[i] = nullptr;
-    }
     fill_meta_from_graph(t);
     PyTuple_SET_ITEM(res.ptr(), i, wrap(std::move(t)).release().ptr());
   }

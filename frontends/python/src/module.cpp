@@ -302,9 +302,7 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(a, b, c);
   });
 
-#ifdef SPORA_PY_HAVE_TAPE
   bind_tape(m);
-#endif
   bind_tensor(m);
   bind_dispatch(m);
   bind_graph(m);
