@@ -16,9 +16,9 @@ namespace nb = nanobind;
 
 namespace spora_py {
 
-// A tensor handle shared between Python objects (a Parameter's set_data, a
-// recorded op's concrete result): spora_tensor_t is not reference counted
-// itself.
+// A tensor handle shared between Python objects (Tensor(t), a Parameter's
+// set_data, the owner of a DLPack export): spora_tensor_t is not reference
+// counted itself.
 using Handle = std::shared_ptr<spora_tensor_t>;
 Handle adopt(spora_tensor_t* t);
 

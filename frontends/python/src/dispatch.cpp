@@ -34,11 +34,6 @@ void pop_trace(const Trace* t) {
   t_traces.pop_back();
   t_top = t_traces.empty() ? nullptr : t_traces.back().get();
 }
-TraceRef trace_ref(Trace* t) {
-  for (auto& r : t_traces)
-    if (r.get() == t) return r;
-  return nullptr;
-}
 
 // --------------------------------------------------------------- dispatch --
 

@@ -264,7 +264,6 @@ void bind_graph(nb::module_& m) {
     if (!p->live_symbolic()) return nb::none();
     return nb::cast(p->trace);
   });
-  m.def("has_value", [](nb::handle t) { return static_cast<bool>(as_tensor(t)->t); });
 }
 
 }  // namespace spora_py
