@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ... import Parameter, Tensor
+from ... import Parameter, Tensor, float32, float64
 from ...ops import raw
 from .. import _util
 from ..cell import Cell
@@ -145,9 +145,10 @@ class Optimizer(Cell):
 
     # -- the step -----------------------------------------------------------
     def _scalar(self, value, dtype):
+        """value (a number or a scalar Tensor) as a scalar Tensor of numpy dtype `dtype`."""
         if isinstance(value, Tensor):
-            return value if value.dtype.name == np.dtype(dtype).name else value.astype(
-                "float64" if dtype == np.float64 else "float32")
+            want = float64 if dtype == np.float64 else float32
+            return value if value.dtype == want else value.astype(want)
         return Tensor(np.array(value, dtype))
 
     def _group_lr(self, g, step_before, dtype):
