@@ -169,6 +169,23 @@ SPORA_API spora_status_t spora_tensor_numel(const spora_tensor_t* tensor, int64_
 SPORA_API spora_status_t spora_tensor_nbytes(const spora_tensor_t* tensor, size_t* out);
 /* The device holding the tensor. Borrowed. */
 SPORA_API spora_status_t spora_tensor_device(const spora_tensor_t* tensor, spora_device_t** out);
+/* The host address of the tensor's first element, for devices whose memory
+ * is host memory (device property "unified_memory" = 1, e.g. cpu); waits for
+ * pending work on the device first. Other devices return
+ * SPORA_ERROR_INVALID_ARGUMENT. The pointer stays valid while any tensor
+ * sharing the memory lives. Writing through it changes every tensor sharing
+ * the memory (this is how DLPack export is zero-copy). */
+SPORA_API spora_status_t spora_tensor_data(const spora_tensor_t* tensor, void** ptr);
+/* A dense row-major tensor over existing host memory, without copying (DLPack
+ * import). Only for unified-memory devices (else
+ * SPORA_ERROR_INVALID_ARGUMENT). `data` must hold numel * dtype size bytes,
+ * aligned to the element size, and stay valid until `deleter(ctx)` is
+ * called, which happens once, when the last tensor sharing the memory is
+ * freed, possibly on another thread. `deleter` may be NULL (memory the
+ * caller keeps alive itself). On failure `deleter` is not called. */
+SPORA_API spora_status_t spora_tensor_wrap(spora_device_t* device, spora_dtype_t dtype, const int64_t* shape,
+                                           int32_t ndim, void* data, void (*deleter)(void*), void* ctx,
+                                           spora_tensor_t** out);
 /* Releases the handle. Memory is freed when no other tensor shares it
  * (reshape returns views). NULL is a no-op. */
 SPORA_API spora_status_t spora_tensor_free(spora_tensor_t* tensor);
@@ -275,6 +292,15 @@ SPORA_API spora_status_t spora_graph_add_while(spora_graph_t* graph, const spora
                                                const spora_graph_t* body_graph, const spora_value_t* inputs,
                                                size_t num_inputs, const char* file, int32_t line,
                                                spora_value_t* outputs, size_t capacity, size_t* num_outputs);
+/* Calls `sub` inside `graph`: copies sub's nodes into `graph`, binding sub's
+ * inputs, in creation order, to `args` (same dtypes and shapes; `sub` must
+ * have no weights). Writes the values of sub's outputs in `graph` to
+ * `outputs` (`capacity` entries) and their count to `*num_outputs`. This is
+ * how a gradient graph built separately (spora_graph_grad of a sub-function)
+ * becomes part of a larger graph, e.g. a training step traced as one graph. */
+SPORA_API spora_status_t spora_graph_inline(spora_graph_t* graph, const spora_graph_t* sub, const spora_value_t* args,
+                                            size_t num_args, spora_value_t* outputs, size_t capacity,
+                                            size_t* num_outputs);
 SPORA_API spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count);
 /* The graph's outputs: writes min(count, capacity) values and the count. */
 SPORA_API spora_status_t spora_graph_outputs(const spora_graph_t* graph, spora_value_t* values, size_t capacity,
