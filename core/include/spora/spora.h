@@ -349,6 +349,102 @@ SPORA_API spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora
  * output tensors without reuse. */
 SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);
 
+/* ------------------------------------------------------------------------ */
+/* Checkpoint and model files                                               */
+/* ------------------------------------------------------------------------ */
+
+/* Both use the safetensors layout, so other tools read their tensors: an
+ * 8-byte little-endian header length, a JSON header naming each tensor's
+ * dtype ("F32", "F64", "F16", "BF16", "I32", "I64", "U8", "BOOL"), shape and
+ * byte range, then the raw little-endian data (starting on a 64-byte
+ * boundary). The header's "__metadata__" holds string values: the user's,
+ * and Spora's own under keys starting with "spora." (format, version, a
+ * CRC-32C per tensor and, in model files, the graph JSON).
+ *
+ * Saving is atomic: the file is written under a temporary name beside
+ * `path`, flushed to disk and renamed over `path`, so a failed or
+ * interrupted save leaves any previous file intact. Opening checks the whole
+ * layout (header length against the file size, dtypes, shapes, byte ranges
+ * inside the file, no overlaps, unique names) before reading any tensor, and
+ * reading a tensor checks its CRC: a damaged or hostile file is an error
+ * status (SPORA_ERROR_INVALID_ARGUMENT, or SPORA_ERROR_NOT_FOUND / _IO for a
+ * missing or unreadable file) whose message names the file and, where there
+ * is one, the tensor. */
+
+typedef struct spora_checkpoint spora_checkpoint_t;
+
+/* Saves `n` tensors under `names` (unique, non-empty UTF-8, not
+ * "__metadata__") to `path`. `metadata_json` is NULL or a JSON object whose
+ * values are all strings, e.g. {"epoch": "3"}; keys starting with "spora."
+ * are reserved. Tensors are written largest element size first (so each is
+ * aligned to its element size), otherwise in the given order. */
+SPORA_API spora_status_t spora_checkpoint_save(const char* path, const char* const* names,
+                                               spora_tensor_t* const* tensors, size_t n,
+                                               const char* metadata_json);
+/* Opens `path` and validates its header and layout; no tensor is read yet.
+ * Any safetensors file with Spora's dtypes opens (tensors of files written
+ * by other tools have no CRC to check). The file stays open until
+ * spora_checkpoint_close, so replacing `path` meanwhile does not affect
+ * what this handle reads. */
+SPORA_API spora_status_t spora_checkpoint_open(const char* path, spora_checkpoint_t** out);
+/* NULL is a no-op. Invalidates every string the handle lent out. */
+SPORA_API spora_status_t spora_checkpoint_close(spora_checkpoint_t* ckpt);
+/* Number of tensors in the file. */
+SPORA_API spora_status_t spora_checkpoint_count(const spora_checkpoint_t* ckpt, size_t* out);
+/* Tensor `index` (0 <= index < count, in file order): its name (borrowed,
+ * valid until close), dtype and shape (`dims` has `capacity` entries;
+ * SPORA_MAX_NDIM is enough). Every out-parameter may be NULL. */
+SPORA_API spora_status_t spora_checkpoint_entry(const spora_checkpoint_t* ckpt, size_t index, const char** name,
+                                                spora_dtype_t* dtype, int64_t* dims, int32_t capacity,
+                                                int32_t* ndim);
+/* The user metadata (keys not starting with "spora.") as a JSON object of
+ * strings, "{}" when there is none. Borrowed, valid until close. */
+SPORA_API spora_status_t spora_checkpoint_metadata(const spora_checkpoint_t* ckpt, const char** json);
+/* Reads tensor `name` onto `device` after checking its CRC. An unknown name
+ * is SPORA_ERROR_NOT_FOUND. */
+SPORA_API spora_status_t spora_checkpoint_read(const spora_checkpoint_t* ckpt, const char* name,
+                                               spora_device_t* device, spora_tensor_t** out);
+
+typedef struct spora_model spora_model_t;
+
+/* Saves `graph` (its JSON goes into the metadata) with the values of its
+ * weights: `weights` binds the graph's weight nodes in creation order, and
+ * each tensor is stored under its node's name (names must be unique). A
+ * count, dtype or shape that does not match is SPORA_ERROR_INVALID_ARGUMENT
+ * naming the weight, reported before the file is touched. The graph must
+ * have outputs. */
+SPORA_API spora_status_t spora_model_save(const char* path, const spora_graph_t* graph,
+                                          spora_tensor_t* const* weights, size_t num_weights);
+/* Loads a model file: parses and verifies the graph, checks that the file
+ * holds exactly its weights with their dtypes and shapes, and reads them
+ * (CRC-checked) onto `device`. */
+SPORA_API spora_status_t spora_model_load(const char* path, spora_device_t* device, spora_model_t** out);
+/* NULL is a no-op. */
+SPORA_API spora_status_t spora_model_free(spora_model_t* model);
+/* The graph's inputs (creation order): what spora_model_run takes. */
+SPORA_API spora_status_t spora_model_num_inputs(const spora_model_t* model, size_t* out);
+/* dtype and shape of input `index` (`dims`: `capacity` entries). Every
+ * out-parameter may be NULL. */
+SPORA_API spora_status_t spora_model_input_type(const spora_model_t* model, size_t index, spora_dtype_t* dtype,
+                                                int64_t* dims, int32_t capacity, int32_t* ndim);
+/* Name of input `index`. Borrowed, valid until spora_model_free. */
+SPORA_API spora_status_t spora_model_input_name(const spora_model_t* model, size_t index, const char** name);
+SPORA_API spora_status_t spora_model_num_outputs(const spora_model_t* model, size_t* out);
+/* Runs the model: `inputs` binds the graph's inputs only (the stored
+ * weights are bound by the model), each with its input's dtype and shape;
+ * tensors on another device than the model's are copied over. Writes
+ * `num_outputs` (which must equal spora_model_num_outputs) new tensors on
+ * the model's device. The first run optimises (level 1) and compiles the
+ * graph; later runs reuse the plan. Calls from several threads are
+ * serialised. */
+SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* const* inputs, size_t num_inputs,
+                                         spora_tensor_t** outputs, size_t num_outputs);
+/* The model's graph as stored in the file (not optimised). Borrowed, valid
+ * until spora_model_free; use it with the functions taking a const graph
+ * (spora_graph_outputs, spora_graph_value_type, spora_graph_grad,
+ * spora_graph_compile, ...). */
+SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t** out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -383,6 +383,136 @@ inline Executable Graph::compile(Device device) const {
   return Executable(e);
 }
 
+// ---- checkpoint and model files (see spora.h) ----
+
+// Saves named tensors; `metadata_json` is "" for none or a JSON object of
+// strings.
+inline void save_checkpoint(const std::string& path, const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+                            const std::string& metadata_json = "") {
+  std::vector<const char*> names;
+  std::vector<spora_tensor_t*> ts;
+  for (const auto& [name, t] : tensors) {
+    names.push_back(name.c_str());
+    ts.push_back(t ? t->get() : nullptr);
+  }
+  check(spora_checkpoint_save(path.c_str(), names.data(), ts.data(), ts.size(),
+                              metadata_json.empty() ? nullptr : metadata_json.c_str()));
+}
+
+struct CheckpointEntry {
+  std::string name;
+  spora_dtype_t dtype = SPORA_DTYPE_INVALID;
+  std::vector<int64_t> shape;
+};
+
+// An open checkpoint file (validated on open; tensors read on demand).
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::string& path) { check(spora_checkpoint_open(path.c_str(), &c_)); }
+  ~Checkpoint() { spora_checkpoint_close(c_); }
+  Checkpoint(const Checkpoint&) = delete;
+  Checkpoint& operator=(const Checkpoint&) = delete;
+  Checkpoint(Checkpoint&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+  Checkpoint& operator=(Checkpoint&& o) noexcept {
+    std::swap(c_, o.c_);
+    return *this;
+  }
+  spora_checkpoint_t* get() const noexcept { return c_; }
+
+  std::vector<CheckpointEntry> entries() const {
+    size_t n = 0;
+    check(spora_checkpoint_count(c_, &n));
+    std::vector<CheckpointEntry> out;
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = nullptr;
+      CheckpointEntry e;
+      int64_t dims[SPORA_MAX_NDIM];
+      int32_t nd = 0;
+      check(spora_checkpoint_entry(c_, i, &name, &e.dtype, dims, SPORA_MAX_NDIM, &nd));
+      e.name = name;
+      e.shape.assign(dims, dims + nd);
+      out.push_back(std::move(e));
+    }
+    return out;
+  }
+  std::string metadata_json() const {
+    const char* s = nullptr;
+    check(spora_checkpoint_metadata(c_, &s));
+    return s;
+  }
+  Tensor read(const std::string& name, Device device) const {
+    spora_tensor_t* t = nullptr;
+    check(spora_checkpoint_read(c_, name.c_str(), device.get(), &t));
+    return Tensor(t);
+  }
+
+ private:
+  spora_checkpoint_t* c_ = nullptr;
+};
+
+// A loaded model file: run it with the graph's inputs only.
+class Model {
+ public:
+  Model(const std::string& path, Device device) { check(spora_model_load(path.c_str(), device.get(), &m_)); }
+  ~Model() { spora_model_free(m_); }
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+  Model(Model&& o) noexcept : m_(std::exchange(o.m_, nullptr)) {}
+  Model& operator=(Model&& o) noexcept {
+    std::swap(m_, o.m_);
+    return *this;
+  }
+  spora_model_t* get() const noexcept { return m_; }
+
+  // `weights` bind the graph's weight nodes in creation order.
+  static void save(const std::string& path, const Graph& graph, std::initializer_list<const Tensor*> weights) {
+    std::vector<spora_tensor_t*> w;
+    for (const Tensor* t : weights) w.push_back(t ? t->get() : nullptr);
+    check(spora_model_save(path.c_str(), graph.get(), w.data(), w.size()));
+  }
+
+  size_t num_inputs() const {
+    size_t n = 0;
+    check(spora_model_num_inputs(m_, &n));
+    return n;
+  }
+  size_t num_outputs() const {
+    size_t n = 0;
+    check(spora_model_num_outputs(m_, &n));
+    return n;
+  }
+  std::string input_name(size_t i) const {
+    const char* s = nullptr;
+    check(spora_model_input_name(m_, i, &s));
+    return s;
+  }
+  std::pair<spora_dtype_t, std::vector<int64_t>> input_type(size_t i) const {
+    spora_dtype_t d = SPORA_DTYPE_INVALID;
+    int64_t dims[SPORA_MAX_NDIM];
+    int32_t nd = 0;
+    check(spora_model_input_type(m_, i, &d, dims, SPORA_MAX_NDIM, &nd));
+    return {d, std::vector<int64_t>(dims, dims + nd)};
+  }
+  std::vector<Tensor> run(std::initializer_list<const Tensor*> inputs) {
+    std::vector<spora_tensor_t*> in;
+    for (const Tensor* t : inputs) in.push_back(t ? t->get() : nullptr);
+    std::vector<spora_tensor_t*> out(num_outputs(), nullptr);
+    check(spora_model_run(m_, in.data(), in.size(), out.data(), out.size()));
+    std::vector<Tensor> result;
+    for (auto* t : out) result.emplace_back(t);
+    return result;
+  }
+  // The stored graph; borrowed from the model.
+  const spora_graph_t* graph() const {
+    const spora_graph_t* g = nullptr;
+    check(spora_model_graph(m_, &g));
+    return g;
+  }
+
+ private:
+  spora_model_t* m_ = nullptr;
+};
+
 }  // namespace spora
 
 #endif  // SPORA_SPORA_HPP

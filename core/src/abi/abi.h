@@ -8,6 +8,7 @@
 #include <new>
 #include <vector>
 
+#include "ir/graph.h"
 #include "ops/attrs.h"
 #include "runtime/context.h"
 #include "runtime/tensor.h"
@@ -21,6 +22,10 @@ struct spora_tensor {
 };
 struct spora_attrs {
   spora::Attrs attrs;
+};
+struct spora_graph {
+  spora::ir::Graph g;
+  std::string text;  // backs the strings returned by to_text/to_json
 };
 
 namespace spora::abi {

@@ -8,10 +8,6 @@
 #include "passes/pass.h"
 #include "sched/executor.h"
 
-struct spora_graph {
-  spora::ir::Graph g;
-  std::string text;  // backs the strings returned by to_text/to_json
-};
 struct spora_executable {
   std::unique_ptr<spora::sched::Executable> exe;
 };

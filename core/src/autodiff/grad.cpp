@@ -3,6 +3,7 @@
 #include <map>
 
 #include "autodiff/bprop.h"
+#include "ir/serialize.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
@@ -18,6 +19,7 @@ std::vector<Value> bprop_while(ir::Graph& out, const ir::Node& node, const std::
 }  // namespace detail
 
 ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, int32_t output) {
+  ir::check_json_roundtrip(g, "grad, input");
   if (output < 0 || output >= static_cast<int32_t>(g.outputs().size()))
     fail(Code::kInvalidArgument, "[grad] graph '{}' has {} outputs; output {} does not exist", g.name(),
          g.outputs().size(), output);
@@ -115,6 +117,7 @@ ir::Graph value_and_grad(const ir::Graph& g, const std::vector<int32_t>& wrt, in
     }
   }
   out.set_outputs(outputs);
+  ir::check_json_roundtrip(out, "grad, result");
   return out;
 }
 

@@ -255,7 +255,13 @@ std::string to_json(const Graph& g, int indent) {
   json j = enc_graph(g);
   j["format"] = "spora-graph";
   j["version"] = kFormatVersion;
-  return j.dump(indent);
+  try {
+    return j.dump(indent);
+  } catch (const json::type_error& e) {
+    // JSON text is UTF-8: a name or path holding other bytes cannot be written.
+    fail(Code::kInvalidArgument, "[graph json] graph '{}' holds a string that is not valid UTF-8: {}", g.name(),
+         e.what());
+  }
 }
 
 Graph from_json(const std::string& text) {

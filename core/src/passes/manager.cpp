@@ -57,6 +57,7 @@ std::vector<PassStats> optimize(ir::Graph& g, int level) {
   if (level < 0 || level > 2) fail(Code::kInvalidArgument, "[passes] opt level {} is not 0, 1 or 2", level);
   static std::atomic<int> seq{0};
   std::vector<PassStats> stats;
+  ir::check_json_roundtrip(g, "optimize, input");
   for (const Pass& p : pipeline(level)) {
     const int n = seq++;
     dump(g, n, p.name, "before");
@@ -79,6 +80,7 @@ std::vector<PassStats> optimize(ir::Graph& g, int level) {
     logger().debug("[passes] {} on '{}': {:.3f} ms{}", p.name, g.name(), ms, changed ? " (changed)" : "");
     stats.push_back({p.name, ms, changed});
   }
+  ir::check_json_roundtrip(g, "optimize, result");
   return stats;
 }
 

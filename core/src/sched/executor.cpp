@@ -6,6 +6,7 @@
 
 #include "ir/builder.h"
 #include "ir/rewrite.h"
+#include "ir/serialize.h"
 #include "ir/verifier.h"
 #include "ops/decompose.h"
 #include "runtime/eager.h"
@@ -122,7 +123,9 @@ ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
 
 Executable::Executable(const ir::Graph& graph, Device* device)
     : graph_(decompose_unsupported(graph, device)), device_(device) {
+  ir::check_json_roundtrip(graph, "compile");
   ir::verify(graph_);
+  ir::check_json_roundtrip(graph_, "compile, after decomposing unsupported ops");
   const auto& nodes = graph_.nodes();
   slots_.resize(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) slots_[id].resize(nodes[id].outputs.size());
@@ -408,7 +411,9 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
   }
 }
 
-std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+// run_eager without the JSON round-trip check, which the sub-graphs of
+// control flow (run once per iteration) need not repeat.
+static std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
   const auto& nodes = graph.nodes();
   std::vector<std::vector<Tensor>> values(nodes.size());
   std::vector<int64_t> last_use(nodes.size(), -1);
@@ -454,7 +459,7 @@ std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std:
         const bool taken = read_flag(at(n.inputs[0]));
         std::vector<const Tensor*> args;
         for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(&at(n.inputs[i]));
-        values[id] = run_eager(*n.subgraphs[taken ? 0 : 1], device, args);
+        values[id] = eager_run(*n.subgraphs[taken ? 0 : 1], device, args);
         break;
       }
       case ir::NodeKind::kWhile: {
@@ -465,10 +470,10 @@ std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std:
         for (int64_t iter = 0;; ++iter) {
           std::vector<const Tensor*> args;
           for (const Tensor& t : cur) args.push_back(&t);
-          if (!read_flag(run_eager(*n.subgraphs[0], device, args).at(0))) break;
+          if (!read_flag(eager_run(*n.subgraphs[0], device, args).at(0))) break;
           if (iter >= limit) runaway(n, limit);
           // The previous iteration's values are released as they are replaced.
-          cur = run_eager(*n.subgraphs[1], device, args);
+          cur = eager_run(*n.subgraphs[1], device, args);
         }
         values[id] = std::move(cur);
         break;
@@ -484,6 +489,11 @@ std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std:
   std::vector<Tensor> out;
   for (const ir::Value& v : graph.outputs()) out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
   return out;
+}
+
+std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+  ir::check_json_roundtrip(graph, "run_eager");
+  return eager_run(graph, device, params);
 }
 
 }  // namespace spora::sched
