@@ -136,5 +136,6 @@ void bind_tensor(nb::module_& m);
 void bind_dispatch(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
+void bind_io(nb::module_& m);  // io.cpp: checkpoint and model files
 
 }  // namespace spora_py
