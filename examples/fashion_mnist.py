@@ -119,12 +119,13 @@ def run_with_ctypes(model_path, x):
 
 
 def run_with_program(program, model_path, x, work_dir):
-    """spora_run_model MODEL INPUT.npy OUTPUT.npy (examples/c)."""
-    inp = os.path.join(work_dir, "c_input.npy")
-    out = os.path.join(work_dir, "c_output.npy")
-    np.save(inp, np.ascontiguousarray(x, np.float32))
-    subprocess.run([program, model_path, inp, out], check=True, stdout=subprocess.DEVNULL)
-    return np.load(out)
+    """spora_run_model MODEL cpu INPUT.bin --out PREFIX (examples/c/run_model.c):
+    raw little-endian tensors in and out."""
+    inp = os.path.join(work_dir, "c_input.bin")
+    prefix = os.path.join(work_dir, "c_output")
+    np.ascontiguousarray(x, "<f4").tofile(inp)
+    subprocess.run([program, model_path, "cpu", inp, "--out", prefix], check=True, stdout=subprocess.DEVNULL)
+    return np.fromfile(prefix + "0.bin", "<f4").reshape(x.shape[0], -1)
 
 
 # -- main ---------------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """Checkpoints and exported models: round trips, bad files, the C API."""
 import ctypes
 import os
-import shutil
 import subprocess
 
 import numpy as np
@@ -230,3 +229,19 @@ def test_exported_file_gives_the_same_outputs_through_the_c_api(tmp_path):
     want = np_(net(spora.Tensor(x)))
     path = spora.export(net, spora.Tensor(x), file_name=str(tmp_path / "c.spora"))
     np.testing.assert_allclose(run_model_through_c_api(path, x), want, rtol=1e-5, atol=1e-6)
+
+
+def test_exported_file_runs_in_the_spora_run_model_program(tmp_path):
+    lib = os.environ.get("SPORA_LIB", "")
+    program = os.path.join(os.path.dirname(os.path.dirname(lib)), "bin", "spora_run_model") if lib else ""
+    if not os.path.exists(program):
+        pytest.skip("spora_run_model (examples/c) is not built")
+    net = trained_net()
+    x = np.random.default_rng(7).standard_normal((4, 1, 8, 8)).astype(np.float32)
+    want = np_(net(spora.Tensor(x)))
+    path = spora.export(net, spora.Tensor(x), file_name=str(tmp_path / "p.spora"))
+    x.astype("<f4").tofile(tmp_path / "x.bin")
+    subprocess.run([program, path, "cpu", str(tmp_path / "x.bin"), "--out", str(tmp_path / "y")], check=True,
+                   capture_output=True)
+    got = np.fromfile(tmp_path / "y0.bin", "<f4").reshape(want.shape)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -96,3 +96,11 @@ def is_jit_tracing():
     in PyNative mode ops also run eagerly (record mode), so this is False."""
     tr = _C.current_trace()
     return tr is not None and not tr.record
+
+
+def call_op(op, inputs, nout=1, **attrs):
+    """A registry op whose output count depends on its inputs (the optimizer
+    ops): spora.ops.raw infers counts only for split. Returns a tuple when
+    nout > 1."""
+    from .._tensor import _call
+    return _call(op, list(inputs), nout=nout, **attrs)

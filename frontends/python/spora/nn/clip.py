@@ -2,6 +2,7 @@
 import math
 
 from ..ops import raw
+from . import _util
 from .cell import Cell
 
 _MAX_TENSORS = 63  # clip_by_global_norm: 63 inputs + the norm output within 64
@@ -24,7 +25,8 @@ class ClipByGlobalNorm(Cell):
         if not grads:
             return grads
         if len(grads) <= _MAX_TENSORS:
-            return tuple(raw.clip_by_global_norm(*grads, max_norm=self.max_norm)[:-1])
+            outs = _util.call_op("clip_by_global_norm", grads, len(grads) + 1, max_norm=self.max_norm)
+            return tuple(outs[:-1])
         factor = raw.minimum(self.max_norm / (global_norm(grads) + 1e-6), 1.0)
         return tuple(g * factor.astype(g.dtype) for g in grads)
 

@@ -1,5 +1,5 @@
 """Adam and AdamW, one adam_update op per group."""
-from ...ops import raw
+from .. import _util
 from .optimizer import Optimizer
 
 
@@ -34,7 +34,8 @@ class Adam(Optimizer):
         tensors = list(params) + list(grads)
         for name in self._state_names:
             tensors += states[name]
-        outs = raw.adam_update(lr, step, grad_scale, *tensors, **attrs)
+        nout = len(params) * (1 + len(self._state_names))
+        outs = _util.call_op("adam_update", [lr, step, grad_scale, *tensors], nout, **attrs)
         self._write(params, states, outs)
 
 

@@ -1,5 +1,5 @@
 """SGD (with momentum, dampening, Nesterov, weight decay) and Momentum."""
-from ...ops import raw
+from .. import _util
 from .optimizer import Optimizer
 
 
@@ -40,10 +40,9 @@ class SGD(Optimizer):
             coef = first * (self.dampening / self.momentum)
             bufs = [b + coef * (grad_scale * g + group.weight_decay * p).astype(b.dtype)
                     for b, g, p in zip(bufs, grads, params)]
-        outs = raw.sgd_update(lr, grad_scale, *params, *grads, *bufs, **attrs)
-        if not isinstance(outs, (tuple, list)):
-            outs = (outs,)
-        self._write(params, states, outs)
+        nout = len(params) * (1 + len(self._state_names))
+        outs = _util.call_op("sgd_update", [lr, grad_scale, *params, *grads, *bufs], nout, **attrs)
+        self._write(params, states, outs if nout > 1 else (outs,))
 
 
 class Momentum(SGD):
