@@ -42,8 +42,9 @@ class Net(nn.Cell):
 def test_parameters_are_named_by_path():
     net = Net()
     names = [n for n, _ in net.parameters_and_names()]
-    assert names == ["block.conv.weight", "block.conv.bias", "block.bn.gamma", "block.bn.beta",
-                     "block.bn.moving_mean", "block.bn.moving_variance", "block.scale",
+    # a cell's own parameters come before its children's (MindSpore's and PyTorch's order)
+    assert names == ["block.scale", "block.conv.weight", "block.conv.bias", "block.bn.gamma", "block.bn.beta",
+                     "block.bn.moving_mean", "block.bn.moving_variance",
                      "head.1.weight", "head.1.bias", "extra.1.weight", "extra.1.bias"]
     assert [p.name for p in net.get_parameters()] == names
     assert [p.name for p in net.trainable_params()] == [n for n in names if "moving" not in n]

@@ -275,7 +275,7 @@ class EarlyStopping(Callback):
 
     def on_train_end(self, run_context):
         if self.restore_best_weights and self._best_weights is not None:
-            from ... import Tensor
+            from .. import Tensor
             for q, value in self._best_weights:
                 q.set_data(Tensor(value))
 
@@ -311,7 +311,7 @@ class ModelCheckpoint(Callback):
         self.latest = None
 
     def _save(self, p):
-        from ...serialization import save_checkpoint
+        from ..serialization import save_checkpoint
         os.makedirs(self.directory, exist_ok=True)
         path = os.path.join(self.directory,
                             f"{self.prefix}-{p.cur_epoch_num}_{p.cur_step_in_epoch}.ckpt")
