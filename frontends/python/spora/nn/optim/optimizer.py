@@ -120,7 +120,8 @@ class Optimizer(Cell):
         for g in self.groups:
             from .lr_schedule import ConstantLR
             if type(g.lr) is ConstantLR:
-                p = Parameter(Tensor(np.array(g.lr.learning_rate, np.float32)),
+                # In the group's scalar dtype, so f64 parameters see the exact rate.
+                p = Parameter(Tensor(np.array(g.lr.learning_rate, _scalar_dtype(g.params[0].dtype))),
                               name="learning_rate" if len(self.groups) == 1 else f"learning_rate_{g.index}",
                               requires_grad=False)
                 self.insert_param_to_cell(f"_lr_{g.index}", p)
@@ -134,7 +135,7 @@ class Optimizer(Cell):
             if g.lr_param is None:
                 raise ValueError(f"[{type(self).__name__}] group {g.index} follows a schedule; its rate is "
                                  "computed from global_step")
-            g.lr_param.set_data(Tensor(np.array(float(value), np.float32)))
+            g.lr_param.set_data(Tensor(np.array(float(value), _scalar_dtype(g.params[0].dtype))))
 
     def get_lr(self, group=0):
         """The learning rate the next step of `group` uses, as a float."""
