@@ -6,7 +6,7 @@ root=$1
 fail=0
 # Plugins must not see the core or its public API.
 if grep -rnE '#\s*include\s*[<"](\.\./)*(core/|spora/spora\.h|spora/spora\.hpp|runtime/|ops/|ir/|abi/|support/)' \
-    "$root/plugins" "$root/tests/loader/plugins" 2>/dev/null; then
+    "$root/plugins" "$root/tests/loader/plugins" "$root/sdk/template" 2>/dev/null; then
   echo "error: a plugin includes core headers; plugins may include only plugin-api/ (spora/plugin.h)"
   fail=1
 fi

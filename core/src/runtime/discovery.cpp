@@ -22,15 +22,28 @@ std::string libspora_dir() {
   }
   return {};
 }
+
+// A path the user named that does not exist is most likely a typo: say so,
+// with the path and where it came from. (The default directory may
+// legitimately be absent, e.g. a libspora without plugins.)
+void warn_if_missing(const std::string& path, const char* source) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    logger().warn("[loader] plugin path '{}' ({}) does not exist; no plugins are loaded from it", path, source);
+}
 }  // namespace
 
 std::vector<std::string> plugin_search_path(const std::vector<std::string>& explicit_paths) {
   std::vector<std::string> out = explicit_paths;
+  for (const auto& p : explicit_paths) warn_if_missing(p, "added with spora_context_add_plugin_path");
   if (const char* env = std::getenv("SPORA_PLUGIN_PATH")) {
     std::stringstream ss(env);
     std::string item;
-    while (std::getline(ss, item, ':'))
-      if (!item.empty()) out.push_back(item);
+    while (std::getline(ss, item, ':')) {
+      if (item.empty()) continue;
+      warn_if_missing(item, "from SPORA_PLUGIN_PATH");
+      out.push_back(item);
+    }
   }
   const std::string dir = libspora_dir();
   if (!dir.empty()) out.push_back(dir + "/spora/plugins");

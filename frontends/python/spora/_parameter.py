@@ -20,7 +20,7 @@ class Parameter(Tensor):
     def assign_value(self, value):
         """Replaces the contents with `value` (cast to this dtype and
         broadcast to this shape)."""
-        v = _C.operand(value, self)
+        v = value if isinstance(value, Tensor) else Tensor(value, self.dtype, self.device)
         if v.dtype != self.dtype:
             v = v.astype(self.dtype)
         if v.shape != self.shape:
@@ -34,7 +34,7 @@ class Parameter(Tensor):
 
     def set_data(self, data):
         """Replaces the contents with `data`; shape and dtype may change."""
-        v = _C.operand(data, self)
+        v = data if isinstance(data, Tensor) else Tensor(data, None, self.device)
         tr = _C.current_trace()
         if tr is not None:
             if v.shape != self.shape or v.dtype != self.dtype:

@@ -416,7 +416,7 @@ def getitem(self, idx):
     # semantics; needs concrete index values.
     pos = _positions(self.shape, raw)
     flat = self.reshape(-1)
-    return _call("gather", [flat, Tensor(pos.reshape(-1))], axis=0).reshape(pos.shape)
+    return _call("gather", [flat, Tensor(pos.reshape(-1), device=self.device)], axis=0).reshape(pos.shape)
 
 
 def setitem(self, idx, value):
@@ -431,7 +431,7 @@ def setitem(self, idx, value):
     uniq, first_rev = np.unique(pos[::-1], return_index=True)
     if uniq.shape[0] != n:  # repeated positions: the last assignment wins
         keep = np.sort(n - 1 - first_rev)
-        v = _call("gather", [v, Tensor(keep.astype(np.int64))], axis=0)
+        v = _call("gather", [v, Tensor(keep.astype(np.int64), device=self.device)], axis=0)
         pos = pos[keep]
     size = self.size
     flat = self.reshape(-1)

@@ -6,6 +6,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -85,7 +86,7 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
     PyTensor* p = as_tensor(inputs[i]);
     if (tr && (p->live_symbolic() || p->is_param)) rec = true;
     hs[i] = p->t.get();
-    if (p->ndim && p->shape[0] > work) work = p->numel();
+    if (p->ndim) work = std::max(work, p->numel());
   }
   if (!rec) {
     for (size_t i = 0; i < n; ++i)
@@ -199,7 +200,7 @@ nb::object cast_to(nb::handle x, spora_dtype_t dtype) {
   return dispatch("cast", &x, 1, cast_attrs(dtype), 1, true);
 }
 
-nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
+static Handle make_scalar(double v, spora_dtype_t dtype, spora_device_t* device) {
   unsigned char buf[8];
   size_t bytes = 0;
   spora_dtype_t make = dtype;
@@ -213,13 +214,45 @@ nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) 
   }
   spora_tensor_t* t = nullptr;
   check(spora_tensor_create(device, make, nullptr, 0, buf, bytes, &t));
-  if (make == dtype) return wrap_handle(t);
-  // f16 / bf16: convert through the cast kernel (exact rounding rules).
   Handle h = adopt(t);
+  if (make == dtype) return h;
+  // f16 / bf16: convert through the cast kernel (exact rounding rules).
   spora_tensor_t* in = h.get();
   spora_tensor_t* out = nullptr;
   check(spora_op_call("cast", device, &in, 1, cast_attrs(dtype), &out, 1));
-  return wrap_handle(out);
+  return adopt(out);
+}
+
+// Scalar operands repeat (x * 2.0 in a loop): a small direct-mapped cache of
+// 0-d tensors saves an allocation and a host-to-device copy per op. Safe
+// because tensors are immutable and these never reach user code.
+struct ScalarSlot {
+  uint64_t bits = 0;
+  spora_dtype_t dtype = SPORA_DTYPE_INVALID;
+  spora_device_t* device = nullptr;
+  Handle h;
+};
+static ScalarSlot* scalar_cache() {
+  static ScalarSlot* slots = new ScalarSlot[64];  // never freed: outlives static destruction
+  return slots;
+}
+
+nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  const size_t i = (bits ^ (bits >> 29) ^ (static_cast<uint64_t>(dtype) * 0x9E3779B97F4A7C15ull)) & 63;
+  ScalarSlot& s = scalar_cache()[i];
+  if (!(s.h && s.bits == bits && s.dtype == dtype && s.device == device)) {
+    s.h = make_scalar(v, dtype, device);
+    s.bits = bits;
+    s.dtype = dtype;
+    s.device = device;
+  }
+  PyTensor t;
+  t.t = s.h;
+  t.dtype = dtype;
+  t.ndim = 0;
+  return wrap(std::move(t));
 }
 
 static spora_dtype_t scalar_dtype(nb::handle x, spora_dtype_t like, bool* is_scalar) {

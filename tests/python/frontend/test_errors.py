@@ -82,3 +82,23 @@ def test_escaped_traced_tensor():
     f(spora.Tensor([1.0]))
     with pytest.raises(ValueError, match="used after that function returned"):
         kept[0] + 1
+
+
+def conv_in_model(x, w):
+    return spora.ops.conv2d(x, w)  # MARK-jitconv
+
+
+def test_graph_mode_error_inside_library_code_names_the_user_line():
+    f = spora.jit(conv_in_model)
+    with pytest.raises(spora.SporaError) as e:
+        f(spora.Tensor(np.ones((1, 3, 8, 8), np.float32)), spora.Tensor(np.ones((4, 2, 3, 3), np.float32)))
+    assert "[conv2d" in str(e.value) and f"{HERE}:{_line_of('MARK-jitconv')}" in str(e.value)
+
+
+def test_error_inside_grad_names_the_user_line():
+    def f(x):
+        return (x @ spora.Tensor(np.ones((4, 1)))).sum()  # MARK-gradmm
+
+    with pytest.raises(spora.SporaError) as e:
+        spora.grad(f)(spora.Tensor(np.ones((2, 3))))
+    assert "[matmul]" in str(e.value) and f"{HERE}:{_line_of('MARK-gradmm')}" in str(e.value)

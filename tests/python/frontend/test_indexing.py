@@ -103,3 +103,14 @@ def test_setitem_repeated_index_last_wins():
     t[[1, 1, 2]] = spora.Tensor(np.array([5.0, 6.0, 7.0], np.float32))
     a[[1, 1, 2]] = [5.0, 6.0, 7.0]
     np.testing.assert_array_equal(t.asnumpy(), a)
+
+
+def test_indexing_on_another_device():
+    t = spora.Tensor(A, device="sim:0")
+    np.testing.assert_array_equal(t[1, ::2].asnumpy(), A[1, ::2])
+    np.testing.assert_array_equal(t[A > 100].asnumpy(), A[A > 100])
+    t[0, 0] = -1.0
+    want = A.copy()
+    want[0, 0] = -1.0
+    np.testing.assert_array_equal(t.asnumpy(), want)
+    assert t.device == "sim:0"

@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The Debian packages: cpack builds one .deb per component; every expected
+# package is there with the project's version and exact inter-package
+# Depends; no file is in two packages; everything extracts (dpkg-deb -x)
+# into one temporary root, from which `spora devices` finds the cpu and sim
+# plugins and the C example (examples/c/quickstart.c), built against the
+# root's headers and spora.pc, runs on every device. The example finds
+# libspora through LD_LIBRARY_PATH=<root>/usr/lib (nothing is installed
+# system-wide); bin/spora needs no such help (RUNPATH $ORIGIN/../lib).
+#
+# usage: deb_test.sh BUILD_DIR SOURCE_DIR LIBDIR CPACK C_COMPILER
+set -euo pipefail
+build=$1 src=$2 libdir=$3 cpack=$4 cc=$5
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/spora-sdk-deb.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+unset SPORA_PLUGIN_PATH PKG_CONFIG_PATH LD_LIBRARY_PATH SPORA_LOG_LEVEL
+
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+step() { echo "== $*"; }
+
+config=$build/CPackConfig.cmake
+[ -f "$config" ] || fail "$config does not exist (configure the build first)"
+# Components with no package (install() rules without COMPONENT) are
+# recorded at configure time.
+unpackaged=$(sed -n 's/^set(CPACK_SPORA_UNPACKAGED_COMPONENTS "\(.*\)")$/\1/p' "$config")
+[ -z "$unpackaged" ] || fail "install components without a package: $unpackaged (see packaging/SporaPackaging.cmake)"
+components=$(sed -n 's/^set(CPACK_COMPONENTS_ALL "\(.*\)")$/\1/p' "$config" | tr ';' ' ')
+version=$(sed -n 's/^set(CPACK_PACKAGE_VERSION "\(.*\)")$/\1/p' "$config")
+
+step "cpack -G DEB ($components)"
+"$cpack" -G DEB --config "$config" -B "$tmp/pkgs" >"$tmp/cpack.log" 2>&1 || {
+  cat "$tmp/cpack.log"
+  fail "cpack failed"
+}
+
+expected="libspora libspora-dev spora-tools spora-plugin-cpu spora-plugin-sim"
+wheel_only=$(sed -n 's/^set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "\(.*\)")$/\1/p' "$config")
+if [ -n "$wheel_only" ] && [[ " $components " != *" python3-spora "* ]]; then
+  echo "NOTE: the Python package installs only for the wheel (component '$wheel_only'); no python3-spora package yet"
+fi
+for c in $components $expected; do
+  [ -f "$tmp/pkgs/${c}_${version}_$(dpkg --print-architecture).deb" ] || {
+    ls "$tmp/pkgs"
+    fail "no package for component $c"
+  }
+done
+
+step "control fields"
+deb() { echo "$tmp/pkgs/${1}_${version}_$(dpkg --print-architecture).deb"; }
+for c in $components; do
+  [ "$(dpkg-deb -f "$(deb "$c")" Package)" = "$c" ] || fail "$c: Package is $(dpkg-deb -f "$(deb "$c")" Package)"
+  [ "$(dpkg-deb -f "$(deb "$c")" Version)" = "$version" ] || fail "$c: Version is not $version"
+  printf '  %-18s Depends: %s\n' "$c" "$(dpkg-deb -f "$(deb "$c")" Depends)"
+done
+depends_on() { # <package> <dependency text>
+  dpkg-deb -f "$(deb "$1")" Depends | tr ',' '\n' | sed 's/^ *//' | grep -qxF "$2" ||
+    fail "$1 does not depend on '$2': $(dpkg-deb -f "$(deb "$1")" Depends)"
+}
+for c in $components; do
+  case $c in
+    libspora) ;;
+    python3-spora) depends_on "$c" "libspora (= $version)" && depends_on "$c" "spora-plugin-cpu (= $version)" ;;
+    *) depends_on "$c" "libspora (= $version)" ;;
+  esac
+done
+# dpkg-shlibdeps filled in the system libraries.
+dpkg-deb -f "$(deb libspora)" Depends | grep -q "libc6" || fail "libspora lacks shlibdeps Depends (libc6)"
+dpkg-deb -f "$(deb spora-plugin-cpu)" Depends | grep -q "libdnnl" || fail "spora-plugin-cpu does not depend on libdnnl"
+# Other packages can depend on libspora through its shlibs file.
+mkdir -p "$tmp/ctrl"
+dpkg-deb -e "$(deb libspora)" "$tmp/ctrl"
+grep -q "^libspora $(echo "$version" | cut -d. -f1) libspora (>= $version)$" "$tmp/ctrl/shlibs" ||
+  fail "libspora's shlibs file: $(cat "$tmp/ctrl/shlibs" 2>/dev/null)"
+
+step "contents: each file in exactly one package, in the right one"
+for c in $components; do
+  dpkg-deb -c "$(deb "$c")" | awk '$1 !~ /^d/ {print ($(NF-1) == "->") ? $(NF-2) : $NF}' | sed "s|^|$c |"
+done >"$tmp/files.txt"
+dups=$(awk '{print $2}' "$tmp/files.txt" | sort | uniq -d)
+[ -z "$dups" ] || fail "files in more than one package: $dups"
+owner() { awk -v f="./usr/$1" '$2 == f {print $1}' "$tmp/files.txt"; }
+major=${version%%.*}
+[ "$(owner "$libdir/libspora.so.$version")" = libspora ] || fail "libspora.so.$version is not in libspora"
+[ "$(owner "$libdir/libspora.so")" = libspora-dev ] || fail "the libspora.so link is not in libspora-dev"
+[ "$(owner include/spora/plugin.h)" = libspora-dev ] || fail "plugin.h is not in libspora-dev"
+[ "$(owner "$libdir/cmake/Spora/SporaConfig.cmake")" = libspora-dev ] || fail "SporaConfig.cmake is not in libspora-dev"
+[ "$(owner "$libdir/pkgconfig/spora.pc")" = libspora-dev ] || fail "spora.pc is not in libspora-dev"
+[ "$(owner share/spora/template/device.c)" = libspora-dev ] || fail "the template is not in libspora-dev"
+[ "$(owner bin/spora)" = spora-tools ] || fail "bin/spora is not in spora-tools"
+for p in cpu sim; do
+  [ "$(owner "$libdir/spora/plugins/libspora-device-$p.so")" = "spora-plugin-$p" ] ||
+    fail "libspora-device-$p.so is not in spora-plugin-$p"
+done
+
+step "dpkg-deb -x every package into one root"
+root=$tmp/root
+for c in $components; do dpkg-deb -x "$(deb "$c")" "$root"; done
+
+step "<root>/usr/bin/spora devices"
+"$root/usr/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
+  cat "$tmp/devices.txt"
+  fail "spora devices from the packages failed"
+}
+for p in cpu sim; do
+  grep -qE "^  $p +device +ok +$root/usr/$libdir/spora/plugins/libspora-device-$p.so$" "$tmp/devices.txt" || {
+    cat "$tmp/devices.txt"
+    fail "spora devices from the packages does not list $p as ok from the root"
+  }
+done
+sed -n '1,3p' "$tmp/devices.txt"
+
+step "examples/c/quickstart.c built against the packages (pkg-config) runs on every device"
+export PKG_CONFIG_PATH=$root/usr/$libdir/pkgconfig
+# shellcheck disable=SC2046
+"$cc" -std=c99 -Wall -Wextra -Werror "$src/examples/c/quickstart.c" -o "$tmp/quickstart" $(pkg-config --cflags --libs spora) -lm
+inc=$(pkg-config --cflags-only-I spora | sed 's/^ *-I//; s/ *$//')
+[ "$inc" -ef "$root/usr/include" ] || fail "pkg-config --cflags points to '$inc', not into the root"
+LD_LIBRARY_PATH=$root/usr/$libdir "$tmp/quickstart" >"$tmp/quickstart.txt" 2>&1 || {
+  cat "$tmp/quickstart.txt"
+  fail "the quickstart example failed"
+}
+cat "$tmp/quickstart.txt"
+grep -qE "^  cpu:0 .* ok$" "$tmp/quickstart.txt" && grep -qE "^  sim:0 .* ok$" "$tmp/quickstart.txt" ||
+  fail "the quickstart example did not run on cpu and sim"
+
+echo "sdk deb test: all checks passed"
