@@ -20,7 +20,9 @@
 
 namespace spora::plugin {
 
-constexpr int kMaxOperands = 16;
+// Operands per kernel: the host sends at most SPORA_MAX_OP_INPUTS (spora.h,
+// which plugins do not include) and as many outputs.
+constexpr int kMaxOperands = 64;
 
 struct Shape {
   int32_t rank = 0;

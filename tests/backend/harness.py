@@ -12,6 +12,10 @@ device to ops without inputs (creation ops).
 Input fields: "shape"; "init" = normal (default) | positive | uniform:LO:HI |
 int:LO:HI | bool | arange; "dtype" = a fixed dtype for inputs that do not
 follow the case's dtype (indices, masks).
+Multi-step cases (optimizer updates) run the op "steps" times: "feed" lists
+[output, input] pairs, output `output` of one step becoming input `input` of
+the next, and "count" lists scalar inputs that go up by 1 each step. The
+numpy reference is looped the same way (reference()).
 """
 import json
 import os
@@ -125,14 +129,38 @@ def from_spora(t):
 def run(case, device, rng_seed=0):
     """Runs `case` on `device`: returns (inputs as values, outputs as arrays)."""
     rng = np.random.default_rng(rng_seed)
-    vals, tensors = [], []
+    vals, tensors, stores = [], [], []
     for spec in case["inputs"]:
         v, store, dt = make_input(spec, case["dtype"], rng)
         vals.append(v)
+        stores.append((store, dt))
         tensors.append(to_spora(device, store, dt))
-    outs = S.op_call(case["op"], tensors, case.get("attrs") or None, num_outputs=case.get("outputs", 1),
-                     device=device)
+    call = lambda: S.op_call(case["op"], tensors, case.get("attrs") or None, num_outputs=case.get("outputs", 1),
+                             device=device)
+    outs = call()
+    for step in range(1, case.get("steps", 1)):
+        for o, i in case.get("feed", []):
+            tensors[i] = outs[o]
+        for i in case.get("count", []):
+            store, dt = stores[i]
+            tensors[i] = to_spora(device, np.asarray(store + step, store.dtype), dt)
+        outs = call()
     return vals, [from_spora(o) for o in outs]
+
+
+def reference(case, ref, vals):
+    """The numpy reference of `case` on the input values `vals`, looped like
+    run() for multi-step cases."""
+    vals = list(vals)
+    attrs = case.get("attrs", {})
+    want = ref(vals, attrs)
+    for _ in range(case.get("steps", 1) - 1):
+        for o, i in case.get("feed", []):
+            vals[i] = want[o]
+        for i in case.get("count", []):
+            vals[i] = vals[i] + 1
+        want = ref(vals, attrs)
+    return want
 
 
 def tolerance(case, out_dtype_name):

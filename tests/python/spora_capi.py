@@ -36,6 +36,7 @@ DTYPE_U8 = 7
 DTYPE_BOOL = 8
 
 MAX_NDIM = 8
+MAX_OP_OUTPUTS = 64  # SPORA_MAX_OP_OUTPUTS
 
 _NP_TO_SPORA = {
     np.dtype(np.float32): DTYPE_F32,
@@ -484,7 +485,7 @@ class Graph:
         call("spora_graph_add_constant", self.handle, tensor.handle, ctypes.byref(v))
         return v.value
 
-    def op(self, op, inputs, attrs=None, file=None, line=0, capacity=16):
+    def op(self, op, inputs, attrs=None, file=None, line=0, capacity=MAX_OP_OUTPUTS):
         owned = None
         if isinstance(attrs, dict):
             owned = attrs = Attrs(attrs)

@@ -212,6 +212,11 @@ SPORA_API spora_status_t spora_attrs_set_string(spora_attrs_t* attrs, const char
 /* Ops                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* The most inputs one op call takes and the most outputs it makes (variadic
+ * ops such as concat or the optimizer updates; see docs/ops-optim.md). */
+#define SPORA_MAX_OP_INPUTS 64
+#define SPORA_MAX_OP_OUTPUTS 64
+
 /* Number of registered ops, and the name of op `index` (borrowed). */
 SPORA_API spora_status_t spora_op_count(size_t* out);
 SPORA_API spora_status_t spora_op_name(size_t index, const char** out);

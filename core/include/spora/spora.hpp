@@ -275,7 +275,7 @@ class Graph {
   // All outputs of `op`; `file`/`line` are the user's source location.
   std::vector<spora_value_t> ops(const char* op, const std::vector<spora_value_t>& inputs,
                                  const Attrs* attrs = nullptr, const char* file = nullptr, int32_t line = 0) {
-    std::vector<spora_value_t> out(16);
+    std::vector<spora_value_t> out(SPORA_MAX_OP_OUTPUTS);
     size_t n = 0;
     check(spora_graph_add_op(g_, op, inputs.data(), inputs.size(), attrs ? attrs->get() : nullptr, file, line,
                              out.data(), out.size(), &n));

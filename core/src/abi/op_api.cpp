@@ -60,7 +60,8 @@ spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tenso
     const spora::OpDef* def = spora::OpRegistry::get().find(op);
     if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
     if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
-      fail(Code::kInvalidArgument, "[{}] too many inputs or outputs", op);
+      fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
+           op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
     if (num_inputs) need(inputs, op, "inputs");
     if (num_outputs) need(outputs, op, "outputs");
     const spora::Tensor* in[spora::kMaxOpInputs];

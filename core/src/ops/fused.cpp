@@ -307,6 +307,7 @@ Program check(const TensorMeta* in, int n, const std::string& text, DType* float
 
 void infer_fused(const OpDef&, const TensorMeta* in, OpCall& call) {
   const int n = call.num_inputs;
+  if (n > kMaxInputs) program_error(fmt::format("takes 1 to {} inputs, got {}", kMaxInputs, n));
   const AttrValue* prog = call.attrs.find("program");
   DType T;
   const Program p = check(in, n, prog ? prog->s : std::string(), &T);

@@ -31,6 +31,9 @@ namespace spora::fused {
 constexpr const char* kOpName = "fused_elementwise";
 // A program longer than this is refused (plans are built per instruction).
 constexpr int kMaxInstructions = 128;
+// Inputs of one fused op: fewer than the registry's limit, since the
+// kernels keep per-input block state and wide groups gain little.
+constexpr int kMaxInputs = 16;
 
 struct Operand {
   enum Kind { kInput, kTemp, kConst } kind = kInput;

@@ -8,14 +8,16 @@
 #include <string_view>
 #include <vector>
 
+#include <spora/spora.h>
+
 #include "ir/dtype.h"
 #include "ir/shape.h"
 #include "ops/attrs.h"
 
 namespace spora {
 
-constexpr int kMaxOpInputs = 16;
-constexpr int kMaxOpOutputs = 16;
+constexpr int kMaxOpInputs = SPORA_MAX_OP_INPUTS;
+constexpr int kMaxOpOutputs = SPORA_MAX_OP_OUTPUTS;
 
 struct TensorMeta {
   DType dtype = SPORA_DTYPE_INVALID;
@@ -74,6 +76,11 @@ struct OpDef {
   // (elementwise ops): the memory planner may then compute in place. Keep
   // this after `cost`: families initialise OpDefs by position up to cost.
   bool in_place = false;
+  // Ops with several outputs computed in place (the optimizer updates) name,
+  // per output, the one input it may overwrite (-1: none); their kernels
+  // read each element of that input only before writing the same element of
+  // the output. Null: output 0 may overwrite any input (elementwise ops).
+  int (*in_place_input)(const OpCall& call, int output) = nullptr;
 
   std::string schema() const;  // one-line schema text
   Cost estimate(const OpCall& call) const;

@@ -146,7 +146,7 @@ std::vector<Group> find_groups(const ir::Graph& g) {
       next.erase({p, 0});
       for (const ir::Value& v : pn.inputs)
         if (group_of[static_cast<size_t>(v.node)] != gid && !scalar_constant(g, v, T, &c)) next.insert({v.node, v.index});
-      if (static_cast<int>(next.size()) > kMaxOpInputs) continue;
+      if (static_cast<int>(next.size()) > fused::kMaxInputs) continue;
       ext = std::move(next);
       group_of[static_cast<size_t>(p)] = gid;
       members.push_back(p);
@@ -161,7 +161,7 @@ std::vector<Group> find_groups(const ir::Graph& g) {
         for (int32_t m : members)
           for (const ir::Value& v : nodes[static_cast<size_t>(m)].inputs)
             if (scalar_constant(g, v, T, &c) && g.meta(v).shape.rank == shape.rank) carrier = v.node;
-        keep = static_cast<int>(ext.size()) < kMaxOpInputs;  // else no room for it: leave the group unfused
+        keep = static_cast<int>(ext.size()) < fused::kMaxInputs;  // else no room for it: leave the group unfused
       }
     }
     if (!keep) {

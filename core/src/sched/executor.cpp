@@ -143,6 +143,8 @@ Executable::Executable(const ir::Graph& graph, Device* device)
 
   std::vector<BufferRequest> requests;
   std::vector<std::pair<int32_t, int32_t>> request_value;
+  // Per node, per output: the input it may overwrite (ops with in_place_input).
+  std::vector<std::vector<int>> in_place_partner(nodes.size());
   for (size_t id = 0; id < nodes.size(); ++id) {
     const ir::Node& n = nodes[id];
     switch (n.kind) {
@@ -198,6 +200,8 @@ Executable::Executable(const ir::Graph& graph, Device* device)
         for (const ir::Value& v : n.inputs)
           last_use[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)] = static_cast<int32_t>(id);
         for (int i = 0; i < call.num_outputs; ++i) step->outputs.push_back({static_cast<int32_t>(id), i});
+        if (n.op->in_place && n.op->in_place_input)
+          for (int i = 0; i < call.num_outputs; ++i) in_place_partner[id].push_back(n.op->in_place_input(call, i));
         if (call.view) {
           slots_[id][0] = {Slot::kAlias, 0, 0, n.inputs[0]};
         } else {
@@ -244,17 +248,33 @@ Executable::Executable(const ir::Graph& graph, Device* device)
       // In place: an elementwise op may write over an arena input of its
       // own type that nothing reads afterwards.
       const ir::Node& n = nodes[id];
-      if (o == 0 && k == ir::NodeKind::kApply && n.op->in_place) {
-        for (const ir::Value& v : n.inputs) {
-          const ir::Value r = root(v);
-          auto it = request_index.find({r.node, r.index});
-          const TensorMeta& im = graph_.meta(r);
-          if (it != request_index.end() && im.dtype == m.dtype && im.shape == m.shape &&
-              last_use[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)] == static_cast<int32_t>(id)) {
-            req.reuse = static_cast<int32_t>(it->second);
-            break;
+      auto reuse = [&](const ir::Value& v) {
+        const ir::Value r = root(v);
+        auto it = request_index.find({r.node, r.index});
+        const TensorMeta& im = graph_.meta(r);
+        if (it == request_index.end() || im.dtype != m.dtype || im.shape != m.shape ||
+            last_use[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)] != static_cast<int32_t>(id))
+          return false;
+        req.reuse = static_cast<int32_t>(it->second);
+        return true;
+      };
+      if (k == ir::NodeKind::kApply && n.op->in_place && n.op->in_place_input) {
+        // A multi-output op writes output o over its partner input only: the
+        // partner must not be read through any other input slot too, since
+        // the kernel reads those while writing o (possibly on other threads).
+        const int i = o < in_place_partner[id].size() ? in_place_partner[id][o] : -1;
+        if (i >= 0 && static_cast<size_t>(i) < n.inputs.size()) {
+          const ir::Value r = root(n.inputs[static_cast<size_t>(i)]);
+          bool shared = false;
+          for (size_t j = 0; j < n.inputs.size(); ++j) {
+            const ir::Value rj = root(n.inputs[j]);
+            shared = shared || (j != static_cast<size_t>(i) && rj.node == r.node && rj.index == r.index);
           }
+          if (!shared) reuse(n.inputs[static_cast<size_t>(i)]);
         }
+      } else if (o == 0 && k == ir::NodeKind::kApply && n.op->in_place) {
+        for (const ir::Value& v : n.inputs)
+          if (reuse(v)) break;
       }
       request_index[{static_cast<int32_t>(id), static_cast<int32_t>(o)}] = requests.size();
       requests.push_back(req);

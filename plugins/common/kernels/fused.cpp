@@ -168,7 +168,7 @@ void run_all(const KernelPlan& p, const void* const* in, void* const* out, void*
 }  // namespace
 
 spora_plugin_error_t* plan(KernelPlan& p) {
-  if (p.num_inputs < 1 || p.num_inputs > kMaxOperands || p.num_outputs != 1)
+  if (p.num_inputs < 1 || p.num_inputs > 16 || p.num_outputs != 1)
     return invalid(p, "takes 1 to 16 inputs and one output");
   const TensorInfo& y = p.out[0];
   const int32_t dt = y.dtype;
