@@ -138,6 +138,8 @@ def plot_curves(history, path):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     a1.plot(epochs, [h["loss"] for h in history], "o-", label="train")
     a1.plot(epochs, [h["eval_loss"] for h in history], "s-", label="test")
+    for ax in (a1, a2):
+        ax.set_xticks(epochs)
     a1.set_xlabel("epoch")
     a1.set_ylabel("cross-entropy loss")
     a1.legend()
