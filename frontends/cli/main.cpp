@@ -16,6 +16,8 @@ void usage(FILE* f) {
                "commands:\n"
                "  devices [--plugin-path P]   list plugins, their devices and properties,\n"
                "                              or why a plugin is unavailable\n"
+               "  plugin check <name|path>    certify a plugin: ABI, runtime semantics, and its\n"
+               "                              kernels vs cpu (spora plugin --help for options)\n"
                "  version                     print the library version\n"
                "\n"
                "environment: SPORA_PLUGIN_PATH (extra plugin dirs), SPORA_LOG_LEVEL\n");
@@ -30,6 +32,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (!std::strcmp(argv[1], "devices")) return spora::cli::devices(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "plugin")) return spora::cli::plugin(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "version")) {
       int32_t a, b, c;
       spora::check(spora_version(&a, &b, &c));

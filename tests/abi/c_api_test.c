@@ -274,6 +274,10 @@ int main(void) {
   FAILS(spora_device_find(ctx, "tpu:0", &dev), SPORA_ERROR_NOT_FOUND, "unknown backend 'tpu'");
   FAILS(spora_device_find(ctx, "cpu:7", &dev), SPORA_ERROR_NOT_FOUND, "index 7");
   FAILS(spora_device_find(ctx, "cpu:x", &dev), SPORA_ERROR_INVALID_ARGUMENT, "not a device name");
+  /* The fallback switch takes 0 or 1 (tests/fallback checks what it does). */
+  FAILS(spora_device_set_fallback(sim, 2), SPORA_ERROR_INVALID_ARGUMENT, "must be 0 or 1");
+  OK(spora_device_set_fallback(sim, 0));
+  OK(spora_device_set_fallback(sim, 1));
 
   /* A tensor moves between devices; mixing devices in one op is an error. */
   {
@@ -301,6 +305,7 @@ int main(void) {
   FAILS(spora_tensor_read(NULL, NULL, 0), SPORA_ERROR_INVALID_ARGUMENT, "tensor is null");
   FAILS(spora_op_call(NULL, NULL, NULL, 0, NULL, NULL, 0), SPORA_ERROR_INVALID_ARGUMENT, "op is null");
   FAILS(spora_device_name(NULL, NULL), SPORA_ERROR_INVALID_ARGUMENT, "is null");
+  FAILS(spora_device_set_fallback(NULL, 0), SPORA_ERROR_INVALID_ARGUMENT, "device is null");
   FAILS(spora_context_add_plugin_path(ctx, "/nonexistent"), SPORA_ERROR_INVALID_ARGUMENT, "after discovery");
   OK(spora_tensor_free(NULL));
   OK(spora_context_free(ctx));

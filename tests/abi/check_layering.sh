@@ -16,10 +16,24 @@ if grep -rnE '#\s*include\s*[<"](\.\./)*(core/src/|src/|runtime/|ops/|ir/|abi/|s
   echo "error: a frontend includes core internals; frontends may include only core/include/"
   fail=1
 fi
+# The conformance kit's test plugins are plugins too.
+if grep -rnE '#\s*include\s*[<"](\.\./)*(core/|spora/spora\.h|spora/spora\.hpp|runtime/|ops/|ir/|abi/|support/)' \
+    "$root/tests/conformance/plugins" 2>/dev/null; then
+  echo "error: a conformance test plugin includes core headers; plugins may include only plugin-api/"
+  fail=1
+fi
+# The conformance kit (sdk/conformance) is a host of its own and an API
+# consumer: spora/plugin.h and core/include/ (spora.h, spora.hpp), never core
+# internals.
+if grep -rnE '#\s*include\s*[<"](\.\./)*(core/src/|src/|runtime/|ops/|ir/|abi/|support/|sched/|passes/|autodiff/)' \
+    "$root/sdk/conformance" 2>/dev/null; then
+  echo "error: the conformance kit includes core internals; it may include only spora/plugin.h and core/include/"
+  fail=1
+fi
 # The plugin API header must stay self-contained C.
 if grep -nE '#\s*include' "$root/plugin-api/include/spora/plugin.h" | grep -vE '<(stddef|stdint)\.h>'; then
   echo "error: plugin.h includes something beyond <stddef.h> and <stdint.h>"
   fail=1
 fi
-[ $fail = 0 ] && echo "layering ok: plugins see only plugin-api/, frontends only core/include/"
+[ $fail = 0 ] && echo "layering ok: plugins see only plugin-api/, frontends only core/include/ (and the conformance kit), the kit only plugin-api/ and core/include/"
 exit $fail

@@ -80,3 +80,36 @@ def test_compiled_graph_decomposes_ops_the_device_lacks(devs):
         assert out.device == dev
         results.append(out.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
+
+
+def test_without_fallback_only_the_plugins_own_kernels_run(devs):
+    # spora_device_set_fallback(sim, 0), as `spora plugin check` uses it: an
+    # op sim refuses fails UNIMPLEMENTED with sim's reason, eagerly (relu has
+    # a decomposition, softmax runs on cpu otherwise) and when compiling
+    # (linear would be decomposed); ops sim has kernels for still run; turned
+    # back on, the disabled op runs again.
+    cpu, sim = devs
+    x = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    sim.set_fallback(False)
+    try:
+        for op in ("relu", "softmax"):
+            with pytest.raises(S.SporaError) as e:
+                _run(sim, op, [x])
+            assert e.value.status == S.ERROR_UNIMPLEMENTED
+            assert f"[{op}]" in e.value.message and "SPORA_SIM_DISABLE_OPS" in e.value.message
+        g = S.Graph("g")
+        a = g.input("a", S.DTYPE_F32, [3, 4])
+        w = g.weight("w", S.DTYPE_F32, [5, 4])
+        b = g.weight("b", S.DTYPE_F32, [5])
+        g.set_outputs(g.op("linear", [a, w, b], file="model.py", line=9))
+        with pytest.raises(S.SporaError) as e:
+            g.compile(sim)
+        assert e.value.status == S.ERROR_UNIMPLEMENTED
+        assert "[linear]" in e.value.message and "model.py:9" in e.value.message
+        np.testing.assert_allclose(_run(sim, "add", [x, x]), 2 * x)
+    finally:
+        sim.set_fallback(True)
+    np.testing.assert_allclose(_run(sim, "relu", [x]), np.maximum(x, 0))
+    with pytest.raises(S.SporaError) as e:
+        S.call("spora_device_set_fallback", sim.handle, 2)
+    assert e.value.status == S.ERROR_INVALID_ARGUMENT

@@ -83,6 +83,7 @@ _PROTOTYPES = {
     "spora_device_find": (_status, [_vp, _cstr, P(_vp)]),
     "spora_device_name": (_status, [_vp, P(_cstr)]),
     "spora_device_synchronize": (_status, [_vp]),
+    "spora_device_set_fallback": (_status, [_vp, _i32]),
     "spora_tensor_create": (_status, [_vp, ctypes.c_int, P(_i64), _i32, _vp, _size, P(_vp)]),
     "spora_tensor_to": (_status, [_vp, _vp, P(_vp)]),
     "spora_tensor_read": (_status, [_vp, _vp, _size]),
@@ -204,6 +205,9 @@ class Device:
 
     def synchronize(self):
         call("spora_device_synchronize", self.handle)
+
+    def set_fallback(self, enabled):
+        call("spora_device_set_fallback", self.handle, 1 if enabled else 0)
 
     def __eq__(self, other):
         return isinstance(other, Device) and self.handle == other.handle

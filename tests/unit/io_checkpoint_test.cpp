@@ -134,6 +134,35 @@ TEST_P(CheckpointRoundTrip, EveryDtypeZeroSizeAndScalars) {
 
 INSTANTIATE_TEST_SUITE_P(Devices, CheckpointRoundTrip, ::testing::Values("cpu", "sim"));
 
+// Tensors move in chunks (io::kChunkBytes): a tensor over two chunks long
+// round-trips, host memory stays at one chunk while saving and loading, and
+// damage in a later chunk is still caught.
+TEST(Checkpoint, LargeTensorsMoveInChunks) {
+  Device* dev = iotest::device("cpu");
+  TempDir dir;
+  const Shape s = S({static_cast<int64_t>(2 * io::kChunkBytes + 5)});
+  const auto want = random_bytes(SPORA_DTYPE_U8, s, 21);
+  const Tensor t = tensor_from_host(dev, SPORA_DTYPE_U8, s, want.data(), want.size());
+  const std::string p = dir.file("big");
+  iotest::reset_max_allocation();
+  io::save_checkpoint(p, {"big"}, {&t}, {});
+  EXPECT_LE(iotest::max_allocation(), io::kChunkBytes + 65536) << "save held more than a chunk";
+  std::vector<uint8_t> got;
+  {
+    io::Checkpoint c(p);
+    iotest::reset_max_allocation();
+    const Tensor back = c.read("big", dev);
+    EXPECT_LE(iotest::max_allocation(), io::kChunkBytes + 65536) << "load held more than a chunk";
+    got = host_bytes(back);
+  }
+  EXPECT_EQ(got, want);
+  std::vector<uint8_t> f = iotest::slurp(p);
+  f[f.size() - 3] ^= 4;  // in the last chunk
+  iotest::spit(p, f);
+  io::Checkpoint c(p);
+  EXPECT_NE(error_of([&] { c.read("big", dev); }).find("tensor 'big' is corrupted"), std::string::npos);
+}
+
 TEST(Checkpoint, EmptyCheckpointAndNoMetadata) {
   TempDir dir;
   io::save_checkpoint(dir.file("e"), {}, {}, {});

@@ -96,6 +96,12 @@ TEST_P(ModelFile, LoadedModelRunsLikeTheOriginalGraph) {
 
   io::Model m(dir.file("mlp.spora"), dev);
   EXPECT_EQ(ir::to_json(m.graph()), ir::to_json(g)) << "the graph comes back as saved";
+  {
+    // A model file is also a checkpoint of its weights.
+    io::Checkpoint c(dir.file("mlp.spora"));
+    EXPECT_EQ(c.entries().size(), 4u);
+    EXPECT_EQ(values(c.read("fc2.weight", dev)), values(data.w2));
+  }
   ASSERT_EQ(m.inputs().size(), 2u);
   EXPECT_EQ(m.graph().node(m.inputs()[0]).name, "x");
   EXPECT_EQ(m.graph().node(m.inputs()[1]).name, "scale");
@@ -185,9 +191,7 @@ TEST(ModelLoad, DamagedOrForeignFilesAreCleanErrors) {
   const ir::Graph g = mlp();
   const MlpData d(dev);
   auto load_error = [&](const std::string& p) { return error_of([&] { io::Model m(p, dev); }); };
-  auto src = [](const std::string& name, const Tensor& t) {
-    return io::TensorSource{name, t.dtype, t.shape, [&t](void* dst, size_t n) { tensor_read(t, dst, n); }};
-  };
+  auto src = [](const std::string& name, const Tensor& t) { return io::tensor_source(name, t); };
   const std::map<std::string, std::string> meta = {
       {"spora.format", "model"}, {"spora.version", "1"}, {"spora.graph", ir::to_json(g)}};
   const std::vector<io::TensorSource> all = {src("fc1.weight", d.w1), src("fc1.bias", d.b1), src("fc2.weight", d.w2),
@@ -321,6 +325,19 @@ TEST(JsonRoundTripCheck, PassesOnGoodGraphsAndCatchesWhatJsonCannotHold) {
   {
     EnvVar on("SPORA_CHECK_JSON_ROUNDTRIP", "1");
     EXPECT_NO_THROW(ir::check_json_roundtrip(mlp(), "test"));
+    // Attributes keep their order through JSON (the user's transpose_b comes
+    // before the transpose_a that inference adds; JSON objects sorted by key
+    // used to swap them, changing the text form, CSE keys and kernel hashes).
+    ir::Graph mm("mm");
+    auto a = mm.add_input("a", SPORA_DTYPE_F32, S({2, 3}));
+    auto b = mm.add_input("b", SPORA_DTYPE_F32, S({4, 3}));
+    Attrs tb;
+    tb.set("transpose_b", AttrValue::of_bool(true));
+    mm.set_outputs({mm.add_op("matmul", {a, b}, tb)[0]});
+    ASSERT_EQ(mm.node(2).attrs.items().front().first, "transpose_b");
+    EXPECT_NO_THROW(ir::check_json_roundtrip(mm, "test"));
+    EXPECT_EQ(ir::from_json(ir::to_json(mm)).node(2).attrs.items().front().first, "transpose_b");
+    EXPECT_EQ(ir::from_json(ir::to_json(mm)).node(2).attrs.hash(), mm.node(2).attrs.hash());
     try {
       ir::check_json_roundtrip(bad, "test");
       ADD_FAILURE() << "no error";

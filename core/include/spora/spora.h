@@ -140,6 +140,13 @@ SPORA_API spora_status_t spora_device_property(const spora_device_t* device, con
 /* Blocks until all work queued on the device has finished; reports the first
  * asynchronous error raised since the last synchronize. */
 SPORA_API spora_status_t spora_device_synchronize(spora_device_t* device);
+/* Whether ops the device's plugin has no kernel for may still run on it: by
+ * their decomposition into other ops, or on the cpu plugin with copies in
+ * and out. `enabled` is 1 (the default) or 0. With 0, such an op fails with
+ * SPORA_ERROR_UNIMPLEMENTED (carrying the plugin's reason), in eager calls
+ * and when compiling a graph, so that only the plugin's own kernels run --
+ * what `spora plugin check` needs. Process-wide for this device. */
+SPORA_API spora_status_t spora_device_set_fallback(spora_device_t* device, int32_t enabled);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                  */
@@ -388,7 +395,8 @@ SPORA_API spora_status_t spora_checkpoint_save(const char* path, const char* con
                                                const char* metadata_json);
 /* Opens `path` and validates its header and layout; no tensor is read yet.
  * Any safetensors file with Spora's dtypes opens (tensors of files written
- * by other tools have no CRC to check). The file stays open until
+ * by other tools have no CRC to check), and so does a model file (its
+ * tensors are the model's weights). The file stays open until
  * spora_checkpoint_close, so replacing `path` meanwhile does not affect
  * what this handle reads. */
 SPORA_API spora_status_t spora_checkpoint_open(const char* path, spora_checkpoint_t** out);

@@ -59,6 +59,8 @@ class Device {
     return out;
   }
   void synchronize() const { check(spora_device_synchronize(d_)); }
+  // See spora_device_set_fallback.
+  void set_fallback(bool enabled) const { check(spora_device_set_fallback(d_, enabled ? 1 : 0)); }
 
  private:
   spora_device_t* d_ = nullptr;
@@ -355,6 +357,7 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
   Executable(Executable&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  spora_executable_t* get() const noexcept { return e_; }
 
   // Binds every input and weight in creation order.
   std::vector<Tensor> run(std::initializer_list<const Tensor*> params, size_t num_outputs) {

@@ -147,4 +147,12 @@ spora_status_t spora_device_synchronize(spora_device_t* device) {
   return guard([&] { from_handle(need(device, "spora_device_synchronize", "device"))->synchronize(); });
 }
 
+spora_status_t spora_device_set_fallback(spora_device_t* device, int32_t enabled) {
+  return guard([&] {
+    if (enabled != 0 && enabled != 1)
+      fail(Code::kInvalidArgument, "[spora_device_set_fallback] enabled must be 0 or 1, got {}", enabled);
+    from_handle(need(device, "spora_device_set_fallback", "device"))->set_fallback(enabled == 1);
+  });
+}
+
 }  // extern "C"

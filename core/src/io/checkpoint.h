@@ -36,6 +36,15 @@ class Checkpoint {
   std::string metadata_json_;
 };
 
+// Bytes [offset, offset + n) of a tensor's data to or from host memory (the
+// chunks io moves; bounds are checked).
+void tensor_bytes_to_host(const Tensor& t, uint64_t offset, void* dst, size_t n);
+void tensor_bytes_from_host(const Tensor& t, uint64_t offset, const void* src, size_t n);
+// A TensorSource reading `t` (which must outlive the write).
+TensorSource tensor_source(const std::string& name, const Tensor& t);
+// Reads a tensor of `file` onto `device`, chunk by chunk, checking its CRC.
+Tensor read_tensor(const SafetensorsFile& file, const TensorInfo& info, Device* device);
+
 // The metadata a user may set: string values, no reserved keys. `tag` starts
 // error messages.
 void check_user_metadata(const std::map<std::string, std::string>& metadata, const std::string& tag);

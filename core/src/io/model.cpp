@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
@@ -37,7 +38,7 @@ void save_model(const std::string& path, const ir::Graph& graph, const std::vect
     if (t->dtype != m.dtype || t->shape != m.shape)
       fail(Code::kInvalidArgument, "[model] saving '{}': weight '{}' must be {}, got {}", path, n.name,
            type_str(m.dtype, m.shape), type_str(t->dtype, t->shape));
-    sources.push_back({n.name, t->dtype, t->shape, [t](void* dst, size_t bytes) { tensor_read(*t, dst, bytes); }});
+    sources.push_back(tensor_source(n.name, *t));
   }
   std::map<std::string, std::string> meta;
   meta["spora.format"] = "model";
@@ -76,9 +77,7 @@ Model::Model(const std::string& path, Device* device) : path_(path), device_(dev
       fail(Code::kInvalidArgument, "[model] '{}': tensor '{}' is not a weight of the graph", path, t.name);
   // Everything is checked: now read (and CRC-check) the weights.
   for (int32_t id : graph_.weights()) {
-    const TensorInfo* t = file.find(graph_.node(id).name);
-    const std::vector<uint8_t> bytes = file.read(*t);
-    weights_.push_back(tensor_from_host(device, t->dtype, t->shape, bytes.data(), bytes.size()));
+    weights_.push_back(read_tensor(file, *file.find(graph_.node(id).name), device));
   }
 }
 

@@ -57,14 +57,18 @@ struct TensorInfo {
   uint64_t nbytes() const { return end - begin; }
 };
 
-// A tensor to write. `fill` writes exactly the tensor's byte size into
-// `dst`; it is called once, when the tensor's turn comes, so only one
-// tensor is held in host memory at a time.
+// Tensors move between files and devices in chunks of this many bytes, so
+// saving or loading holds one chunk in host memory, not a whole tensor.
+constexpr size_t kChunkBytes = size_t{8} << 20;
+
+// A tensor to write. `fill` copies bytes [offset, offset + bytes) of the
+// tensor to `dst`; it is called for consecutive chunks, in order, when the
+// tensor's turn comes.
 struct TensorSource {
   std::string name;
   DType dtype = SPORA_DTYPE_INVALID;
   Shape shape;
-  std::function<void(void* dst, size_t bytes)> fill;
+  std::function<void(uint64_t offset, void* dst, size_t bytes)> fill;
 };
 
 // Writes `tensors` and `metadata` (which must not hold spora.crc32c.* keys:
@@ -98,6 +102,12 @@ class SafetensorsFile {
   // tensor of a Spora file does). A mismatch is kInvalidArgument naming the
   // tensor and the file.
   std::vector<uint8_t> read(const TensorInfo& t) const;
+  // The same in chunks: `sink` gets consecutive pieces [offset, offset + n)
+  // of the tensor; the CRC is checked after the last one, so on a mismatch
+  // the sink has seen the damaged bytes and the caller must discard them
+  // (this throws).
+  void read_chunks(const TensorInfo& t,
+                   const std::function<void(uint64_t offset, const void* data, size_t n)>& sink) const;
 
  private:
   std::string path_, tag_, format_;

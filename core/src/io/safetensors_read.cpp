@@ -364,15 +364,25 @@ const TensorInfo* SafetensorsFile::find(const std::string& name) const {
   return nullptr;
 }
 
+void SafetensorsFile::read_chunks(const TensorInfo& t,
+                                  const std::function<void(uint64_t offset, const void* data, size_t n)>& sink) const {
+  const std::string what = "tensor '" + t.name + "'";
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(t.nbytes(), kChunkBytes)));
+  uint32_t crc = 0;
+  for (uint64_t off = 0; off < t.nbytes(); off += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), t.nbytes() - off));
+    read_exact(fd_, data_start_ + t.begin + off, buf.data(), n, tag_, path_, what);  // inside the file: checked at open
+    crc = crc32c(buf.data(), n, crc);
+    sink(off, buf.data(), n);
+  }
+  if (t.has_crc && crc != t.crc)
+    fail(Code::kInvalidArgument, "[{}] '{}': tensor '{}' is corrupted (CRC32C {:08x}, expected {:08x})", tag_, path_,
+         t.name, crc, t.crc);
+}
+
 std::vector<uint8_t> SafetensorsFile::read(const TensorInfo& t) const {
   std::vector<uint8_t> bytes(static_cast<size_t>(t.nbytes()));  // inside the file: checked at open
-  read_exact(fd_, data_start_ + t.begin, bytes.data(), bytes.size(), tag_, path_, "tensor '" + t.name + "'");
-  if (t.has_crc) {
-    const uint32_t got = crc32c(bytes.data(), bytes.size());
-    if (got != t.crc)
-      fail(Code::kInvalidArgument, "[{}] '{}': tensor '{}' is corrupted (CRC32C {:08x}, expected {:08x})", tag_, path_,
-           t.name, got, t.crc);
-  }
+  read_chunks(t, [&](uint64_t off, const void* p, size_t n) { std::memcpy(bytes.data() + off, p, n); });
   return bytes;
 }
 

@@ -118,12 +118,18 @@ void write_safetensors(const std::string& path, const std::string& tag, const st
   const uint64_t data_start = 8 + draft.size();
 
   AtomicFile file(path);
-  std::vector<uint8_t> buf;
+  uint64_t largest = 0;
+  for (uint64_t n : size) largest = std::max(largest, n);
+  std::vector<uint8_t> buf(static_cast<size_t>(std::min<uint64_t>(largest, kChunkBytes)));
   for (size_t i : order) {
-    buf.resize(static_cast<size_t>(size[i]));
-    if (size[i]) tensors[i].fill(buf.data(), buf.size());
-    crcs[i] = crc32c(buf.data(), buf.size());
-    file.write_at(data_start + begin[i], buf.data(), buf.size());
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < size[i]; off += buf.size()) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), size[i] - off));
+      tensors[i].fill(off, buf.data(), n);
+      crc = crc32c(buf.data(), n, crc);
+      file.write_at(data_start + begin[i] + off, buf.data(), n);
+    }
+    crcs[i] = crc;
   }
   buf = std::vector<uint8_t>();
   const std::string header = header_text();

@@ -11,7 +11,9 @@
 namespace spora::ir {
 namespace {
 
-using json = nlohmann::json;
+// Ordered: attributes keep their order (it feeds kernel-cache hashes, CSE
+// keys and the text form), so reading a graph back gives the same graph.
+using json = nlohmann::ordered_json;
 constexpr int kFormatVersion = 1;
 
 // ---- base64 ----

@@ -3,6 +3,7 @@
 #pragma once
 #include <spora/plugin.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -60,6 +61,12 @@ class Device {
   static constexpr size_t kMaxCachedKernels = 4096;
   void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
 
+  // Whether an op the plugin has no kernel for may run another way (its
+  // decomposition, or the cpu kernel with copies). On by default; the
+  // conformance kit turns it off so that only the plugin's own kernels run.
+  bool fallback() const { return fallback_.load(std::memory_order_relaxed); }
+  void set_fallback(bool enabled) { fallback_.store(enabled, std::memory_order_relaxed); }
+
  private:
   spora_stream_t* stream();
 
@@ -78,6 +85,7 @@ class Device {
   std::mutex workspace_mu_;
   std::shared_ptr<Buffer> workspace_;
   uint64_t clock_ = 0;
+  std::atomic<bool> fallback_{true};
 };
 
 }  // namespace spora

@@ -38,7 +38,7 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
   try {
     k = device->kernel(op, call);
   } catch (const Error& e) {
-    if (e.code() != Code::kUnimplemented) throw;
+    if (e.code() != Code::kUnimplemented || !device->fallback()) throw;
     // The call is thread-local scratch that the fallback's own eager calls
     // reuse: hand it a copy.
     const OpCall saved = call;

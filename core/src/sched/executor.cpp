@@ -91,7 +91,9 @@ ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
       for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = cur.meta(n.inputs[i]);
       OpCall call;
       infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
-      const DecomposeFn fn = call.view ? nullptr : find_decomposition(n.op->name);
+      // Without fallback the op keeps its place, and planning reports the
+      // missing kernel.
+      const DecomposeFn fn = call.view || !device->fallback() ? nullptr : find_decomposition(n.op->name);
       bool supported = true;
       if (fn) {
         try {

@@ -225,24 +225,28 @@ static spora_plugin_error_t* test_event_destroy(spora_event_t* ev) {
   free(ev);
   return NULL;
 }
+static spora_plugin_error_t* test_event_check(spora_event_t* ev) {
+  if (!ev) return test_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[" TEST_PLUGIN_NAME "] NULL event");
+  return NULL;
+}
 static spora_plugin_error_t* test_event_record(spora_event_t* ev, spora_stream_t* s) {
   spora_plugin_error_t* e = test_stream_check(s);
+  if (!e) e = test_event_check(ev);
   if (e) return e;
-  if (ev) ev->recorded = 1;
+  ev->recorded = 1;
   return NULL;
 }
 static spora_plugin_error_t* test_event_query(spora_event_t* ev, int32_t* out_done) {
-  (void)ev;
+  spora_plugin_error_t* e = test_event_check(ev);
+  if (e) return e;
   if (out_done) *out_done = 1;
   return NULL;
 }
-static spora_plugin_error_t* test_event_synchronize(spora_event_t* ev) {
-  (void)ev;
-  return NULL;
-}
+static spora_plugin_error_t* test_event_synchronize(spora_event_t* ev) { return test_event_check(ev); }
 static spora_plugin_error_t* test_event_elapsed_ms(spora_event_t* a, spora_event_t* b, double* out_ms) {
-  (void)a;
-  (void)b;
+  spora_plugin_error_t* e = test_event_check(a);
+  if (!e) e = test_event_check(b);
+  if (e) return e;
   if (out_ms) *out_ms = 0.0;
   return NULL;
 }
