@@ -92,10 +92,11 @@ def _C_location():
 
 
 def is_jit_tracing():
-    """True while spora.jit traces symbolically (no values). Under spora.grad
-    in PyNative mode ops also run eagerly (record mode), so this is False."""
+    """True while spora.jit traces symbolically (no values). PyNative
+    spora.grad runs ops eagerly (on the eager tape, or in an older record
+    mode of the trace), so this is False there."""
     tr = _C.current_trace()
-    return tr is not None and not tr.record
+    return tr is not None and not getattr(tr, "record", False)
 
 
 def call_op(op, inputs, nout=1, **attrs):
