@@ -25,6 +25,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_parallel.h"
+#include "reduce_ops.h"
 
 namespace spora::cpu {
 namespace {
@@ -35,17 +36,11 @@ using plugin::KernelPlan;
 using plugin::load;
 using plugin::store;
 
-enum class Kind { kSum, kMean, kMax, kMin, kProd, kLogSumExp, kVar, kStd, kArgMax, kArgMin };
-
-struct KindName {
-  const char* op;
-  Kind kind;
-};
-constexpr KindName kKinds[] = {
-    {"sum", Kind::kSum},   {"mean", Kind::kMean},           {"max", Kind::kMax}, {"min", Kind::kMin},
-    {"prod", Kind::kProd}, {"logsumexp", Kind::kLogSumExp}, {"var", Kind::kVar}, {"std", Kind::kStd},
-    {"argmax", Kind::kArgMax}, {"argmin", Kind::kArgMin},
-};
+using plugin::is_nan;
+using plugin::kReduceKinds;
+using plugin::Lines;
+using plugin::lines_of;
+using Kind = plugin::ReduceKind;
 
 struct Geo {
   int64_t a = 1, b = 1, c = 1, d = 1;
@@ -62,12 +57,6 @@ struct State {
 constexpr int kLanes = 8;
 constexpr int64_t kBlock = 4096;  // elements summed before joining the running total
 constexpr int64_t kColumns = 256;  // columns one task accumulates at once
-
-template <class C>
-inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) return v != v;
-  else return false;
-}
 
 // ---- accumulation policies ----
 // Each has Acc, init(), add(acc, v, pos, o) for one element at reduction
@@ -476,14 +465,7 @@ bool dtype_fits(Kind k, int32_t dt) {
 spora_plugin_error_t* describe(KernelPlan& p, State* st) {
   if (auto* e = plugin::expect_operands(p, 1, 1)) return e;
   State s{};
-  bool known = false;
-  for (const auto& k : kKinds) {
-    if (p.op == k.op) {
-      s.kind = k.kind;
-      known = true;
-    }
-  }
-  if (!known) return plugin::unsupported(p, "not a reduction");
+  if (!plugin::reduce_kind_of(p.op, &s.kind)) return plugin::unsupported(p, "not a reduction");
   const bool is_arg = s.kind == Kind::kArgMax || s.kind == Kind::kArgMin;
   const int32_t dt = p.in[0].dtype;
   if (!dtype_fits(s.kind, dt)) return plugin::unsupported(p, std::string("no ") + plugin::dtype_name(dt) + " loop");
@@ -543,21 +525,6 @@ spora_plugin_error_t* plan_loops(KernelPlan& p) {
 }
 
 // ---- cumsum and topk (contract in core/src/ops/scan.cpp) ----
-
-// The op's axis of length n, with the dims before and after it merged.
-struct Lines {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-bool lines_of(const plugin::Shape& s, int64_t axis, Lines* l) {
-  if (axis < 0 || axis >= s.rank) return false;
-  for (int i = 0; i < s.rank; ++i) {
-    if (i < axis) l->outer *= s.dims[i];
-    if (i == axis) l->n = s.dims[i];
-    if (i > axis) l->inner *= s.dims[i];
-  }
-  return true;
-}
 
 struct Scan {
   Lines l;
@@ -686,6 +653,8 @@ spora_plugin_error_t* plan_cumsum(KernelPlan& p) {
   const int32_t dt = p.in[0].dtype;
   if (!dtype_fits(Kind::kSum, dt)) return plugin::unsupported(p, std::string("no ") + plugin::dtype_name(dt) + " loop");
   if (p.out[0].dtype != dt || p.out[0].shape != p.in[0].shape) return plugin::invalid(p, "input and output differ");
+  // A scalar is left to the reference kernel.
+  if (p.in[0].shape.rank == 0) return plugin::unsupported(p, "scalar");
   Scan s{};
   if (!lines_of(p.in[0].shape, p.attrs.get_int("axis", -1), &s.l)) return plugin::invalid(p, "axis out of range");
   s.exclusive = p.attrs.get_bool("exclusive", false);
@@ -702,23 +671,9 @@ struct Topk {
 };
 
 template <class C>
-struct Item {
-  C v;
-  int64_t i;
-};
-
-// Larger (smaller) first, NaN above every number, ties to the lower index:
-// a total order, so any selection algorithm picks the same k.
+using Item = plugin::TopkItem<C>;
 template <class C>
-struct First {
-  bool largest;
-  bool operator()(const Item<C>& a, const Item<C>& b) const {
-    const bool na = is_nan(a.v), nb = is_nan(b.v);
-    if (na || nb) return na && nb ? a.i < b.i : (largest ? na : nb);
-    if (a.v != b.v) return largest ? a.v > b.v : a.v < b.v;
-    return a.i < b.i;
-  }
-};
+using First = plugin::TopkFirst<C>;
 
 // Lines in parallel; each one gathered, selected and written out.
 template <class T>
@@ -763,6 +718,7 @@ spora_plugin_error_t* plan_topk(KernelPlan& p) {
   const int32_t dt = p.in[0].dtype;
   if (!dtype_fits(Kind::kMax, dt)) return plugin::unsupported(p, std::string("no ") + plugin::dtype_name(dt) + " loop");
   if (p.out[0].dtype != dt || p.out[1].dtype != SPORA_DTYPE_I64) return plugin::invalid(p, "output dtypes do not fit");
+  if (p.in[0].shape.rank == 0) return plugin::unsupported(p, "scalar");
   Topk s{};
   const int64_t axis = p.attrs.get_int("axis", -1);
   if (!lines_of(p.in[0].shape, axis, &s.l)) return plugin::invalid(p, "axis out of range");
@@ -779,7 +735,7 @@ spora_plugin_error_t* plan_topk(KernelPlan& p) {
 }
 
 void register_kernels(plugin::KernelTable& t) {
-  for (const auto& k : kKinds) t.add({k.op, "loops", plan_loops});
+  for (const auto& k : kReduceKinds) t.add({k.op, "loops", plan_loops});
   t.add({"cumsum", "loops", plan_cumsum});
   t.add({"topk", "loops", plan_topk});
 }

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "onednn_conv_desc.h"
 #include "onednn_operand.h"
 
 namespace spora::cpu {
@@ -41,18 +42,6 @@ using dnnl::memory;
 using plugin::KernelPlan;
 using plugin::Shape;
 using tag = memory::format_tag;
-
-
-// Moves past implementations named "ref"; false when only those remain.
-template <class PD>
-bool skip_ref(PD& pd, std::string* seen) {
-  for (;;) {
-    const std::string name = pd.impl_info_str();
-    if (name.find("ref") == std::string::npos) return true;
-    *seen += (seen->empty() ? "" : ", ") + name;
-    if (!pd.next_impl()) return false;
-  }
-}
 
 // Appends the eltwise post-op of `act` ("none" appends nothing).
 bool append_activation(dnnl::post_ops& po, const std::string& act) {
@@ -84,7 +73,8 @@ spora_plugin_error_t* check_common(KernelPlan& p, bool residual, memory::data_ty
 // ---- linear ---------------------------------------------------------------
 
 struct LinearState {
-  memory::desc x, w, b, y, r, scratchpad;
+  memory::desc x, w, b, y, r;
+  WorkspaceSlot scratchpad;
   dnnl::matmul prim;
   bool residual = false;
 };
@@ -100,7 +90,7 @@ void run_linear(const KernelPlan& p, const void* const* in, void* const* out, vo
       {DNNL_ARG_DST, memory(s.y, eng, out[0])}};
   if (s.residual)
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(s.r, eng, const_cast<void*>(in[3])));
-  if (s.scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(s.scratchpad, eng, workspace));
+  s.scratchpad.bind(args, DNNL_ARG_SCRATCHPAD, eng, workspace);
   s.prim.execute(strm, args);
   strm.wait();
 }
@@ -114,7 +104,7 @@ spora_plugin_error_t* plan_linear(KernelPlan& p) {
       y.dims[1] != w.dims[0] || p.in[2].shape.numel() != w.dims[0])
     return plugin::invalid(p, "expected x [M, K], weight [N, K], bias [N], y [M, N]");
   const int64_t m = x.dims[0], k = x.dims[1], n = w.dims[0];
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto s = std::make_shared<LinearState>();
     s->residual = residual;
     s->x = memory::desc({m, k}, dt, tag::ab);
@@ -126,21 +116,17 @@ spora_plugin_error_t* plan_linear(KernelPlan& p) {
     if (residual) po.append_binary(dnnl::algorithm::binary_add, s->r);
     if (!append_activation(po, p.attrs.get_string("activation", "none")))
       return plugin::invalid(p, "unknown activation");
-    dnnl::primitive_attr attr;
-    attr.set_post_ops(po);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->x, s->w, s->b, s->y), attr, onednn_engine());
-    std::string refs;
-    if (!skip_ref(pd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
-    s->scratchpad = pd.scratchpad_desc();
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s->x, s->w, s->b, s->y), user_scratchpad_attr(po),
+                                    onednn_engine());
+    if (auto* e = reject_ref(p, pd)) return e;
+    size_t ws = 0;
+    s->scratchpad.place(ws, pd.scratchpad_desc());
     s->prim = dnnl::matmul(pd);
-    p.workspace = align_up(s->scratchpad.get_size());
+    p.workspace = ws;
     p.state = s;
     p.run = run_linear;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 // ---- conv2d ---------------------------------------------------------------
@@ -159,8 +145,7 @@ struct ConvState {
   bool has_epilogue = false;
   memory::desc y_user;
   dnnl::binary epilogue;
-  memory::desc scratchpad;
-  size_t scratch_offset = 0;
+  WorkspaceSlot scratchpad;
 };
 
 
@@ -168,39 +153,20 @@ void run_conv(const KernelPlan& p, const void* const* in, void* const* out, void
   const ConvState& s = p.get<ConvState>();
   auto& eng = onednn_engine();
   dnnl::stream strm(eng);
-  char* ws = static_cast<char*>(workspace);
   std::unordered_map<int, memory> args;
-  for (const Operand& o : s.inputs) {
-    memory user(o.user, eng, const_cast<void*>(in[o.index]));
-    if (!o.reordered) {
-      args.emplace(o.arg, user);
-      continue;
-    }
-    memory prim(o.prim, eng, ws + o.offset);
-    o.convert.execute(strm, user, prim);
-    args.emplace(o.arg, prim);
-  }
-  memory y_user(s.dst.user, eng, out[0]);
-  memory y = s.dst.reordered ? memory(s.dst.prim, eng, ws + s.dst.offset) : y_user;
-  args.emplace(DNNL_ARG_DST, y);
+  for (const Operand& o : s.inputs) args.emplace(o.arg, bind_operand(o, strm, const_cast<void*>(in[o.index]), workspace).prim);
+  BoundOperand y = bind_operand(s.dst, strm, out[0], workspace);
+  args.emplace(DNNL_ARG_DST, y.prim);
   if (s.residual_post_op)
     args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, memory(s.y_user, eng, const_cast<void*>(in[3])));
-  if (s.scratchpad.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(s.scratchpad, eng, ws + s.scratch_offset));
+  s.scratchpad.bind(args, DNNL_ARG_SCRATCHPAD, eng, workspace);
   s.prim.execute(strm, args);
-  if (s.dst.reordered) s.dst.convert.execute(strm, y, y_user);
+  finish_operand(s.dst, strm, y);
   if (s.has_epilogue) {
     memory r(s.y_user, eng, const_cast<void*>(in[3]));
-    s.epilogue.execute(strm, {{DNNL_ARG_SRC_0, y_user}, {DNNL_ARG_SRC_1, r}, {DNNL_ARG_DST, y_user}});
+    s.epilogue.execute(strm, {{DNNL_ARG_SRC_0, y.user}, {DNNL_ARG_SRC_1, r}, {DNNL_ARG_DST, y.user}});
   }
   strm.wait();
-}
-
-// oneDNN requires (in - extent + pad_l + pad_r) / stride + 1 == out, which the
-// canonical forward padding satisfies; kept general like onednn_conv.cpp.
-int64_t right_pad(int64_t in, int64_t out, int64_t ext, int64_t stride, int64_t pad_l, int64_t pad_r) {
-  const int64_t span = in - ext + pad_l + pad_r;
-  if (span >= 0 && span / stride + 1 == out) return pad_r;
-  return (out - 1) * stride + ext - in - pad_l;
 }
 
 spora_plugin_error_t* plan_conv(KernelPlan& p) {
@@ -208,58 +174,33 @@ spora_plugin_error_t* plan_conv(KernelPlan& p) {
   memory::data_type dt;
   if (auto* e = check_common(p, residual, &dt)) return e;
   const Shape &x = p.in[0].shape, &w = p.in[1].shape, &y = p.out[0].shape;
-  if (x.rank != 4 || w.rank != 4 || y.rank != 4) return plugin::invalid(p, "operands must be rank 4");
-  const auto stride = p.attrs.get_ints("stride"), dil = p.attrs.get_ints("dilation"), pad = p.attrs.get_ints("padding");
-  const int64_t groups = p.attrs.get_int("groups", 1);
-  if (stride.size() != 2 || dil.size() != 2 || pad.size() != 4 || groups < 1 || stride[0] < 1 || stride[1] < 1 ||
-      dil[0] < 1 || dil[1] < 1 || *std::min_element(pad.begin(), pad.end()) < 0)
-    return plugin::invalid(p, "expects canonical stride, dilation, padding and groups attributes");
-  constexpr int64_t kMax = int64_t{1} << 31;
-  for (int64_t v : {stride[0], stride[1], dil[0], dil[1], pad[0], pad[1], pad[2], pad[3], groups, w.dims[2], w.dims[3]})
-    if (v > kMax) return plugin::unsupported(p, "parameters beyond 2^31");
-  const int64_t o_all = w.dims[0], cg = w.dims[1];
-  if (x.dims[0] != y.dims[0] || y.dims[1] != o_all || o_all % groups != 0 || x.dims[1] % groups != 0 ||
-      x.dims[1] / groups != cg || p.in[2].shape.numel() != o_all)
-    return plugin::invalid(p, "shapes " + x.str() + ", " + w.str() + ", " + y.str() + " do not fit groups");
-  memory::dims strides{stride[0], stride[1]}, dilates{dil[0] - 1, dil[1] - 1}, pad_l{pad[0], pad[2]}, pad_r(2);
-  for (int i = 0; i < 2; ++i) {
-    const int64_t ext = dil[i] * (w.dims[2 + i] - 1) + 1;
-    pad_r[i] = right_pad(x.dims[2 + i], y.dims[2 + i], ext, stride[i], pad[2 * i], pad[2 * i + 1]);
-  }
-  const memory::dims xd(x.dims, x.dims + 4), yd(y.dims, y.dims + 4);
-  const memory::dims wd =
-      groups > 1 ? memory::dims{groups, o_all / groups, cg, w.dims[2], w.dims[3]} : memory::dims(w.dims, w.dims + 4);
-  const memory::desc x_user(xd, dt, tag::nchw), y_user(yd, dt, tag::nchw);
-  const memory::desc w_user(wd, dt, groups > 1 ? tag::goihw : tag::oihw), b_user({o_all}, dt, tag::x);
+  ConvDesc d;
+  if (auto* e = conv_desc(p, x, w, y, dt, &d)) return e;
+  if (p.in[2].shape.numel() != d.out_channels) return plugin::invalid(p, "bias must have one value per output channel");
   const std::string act = p.attrs.get_string("activation", "none");
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto& eng = onednn_engine();
     auto conv_pd = [&](const dnnl::post_ops& po, const memory::desc& y_md) {
-      dnnl::primitive_attr attr;
-      attr.set_post_ops(po);
-      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
       return dnnl::convolution_forward::primitive_desc(
           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                          memory::desc(xd, dt, tag::any), memory::desc(wd, dt, tag::any), b_user,
-                                          y_md, strides, dilates, pad_l, pad_r),
-          attr, eng);
+                                          d.x_any, d.w_any, d.b_user, y_md, d.strides, d.dilates, d.pad_l, d.pad_r),
+          user_scratchpad_attr(po), eng);
     };
     dnnl::post_ops act_only;
     if (!append_activation(act_only, act)) return plugin::invalid(p, "unknown activation");
-    std::string refs;
-    dnnl::convolution_forward::primitive_desc pd = conv_pd(act_only, memory::desc(yd, dt, tag::any));
-    if (!skip_ref(pd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+    dnnl::convolution_forward::primitive_desc pd = conv_pd(act_only, d.y_any);
+    if (auto* e = reject_ref(p, pd)) return e;
     auto s = std::make_shared<ConvState>();
-    s->y_user = y_user;
+    s->y_user = d.y_user;
     if (residual) {
       bool fused = false;
-      if (pd.dst_desc() == y_user) {
+      if (pd.dst_desc() == d.y_user) {
         // Plain output: the residual is a binary post-op read in place.
         dnnl::post_ops po;
-        po.append_binary(dnnl::algorithm::binary_add, y_user);
+        po.append_binary(dnnl::algorithm::binary_add, d.y_user);
         append_activation(po, act);
         try {
-          auto with_residual = conv_pd(po, y_user);
+          auto with_residual = conv_pd(po, d.y_user);
           std::string seen;
           if (skip_ref(with_residual, &seen)) {
             pd = with_residual;
@@ -272,36 +213,31 @@ spora_plugin_error_t* plan_conv(KernelPlan& p) {
       if (fused) {
         s->residual_post_op = true;
       } else {
-        pd = conv_pd(dnnl::post_ops(), memory::desc(yd, dt, tag::any));
-        refs.clear();
-        if (!skip_ref(pd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+        pd = conv_pd(dnnl::post_ops(), d.y_any);
+        if (auto* e = reject_ref(p, pd)) return e;
         dnnl::post_ops po;
         append_activation(po, act);
         dnnl::primitive_attr attr;
         attr.set_post_ops(po);
-        dnnl::binary::primitive_desc bpd(dnnl::binary::desc(dnnl::algorithm::binary_add, y_user, y_user, y_user),
-                                         attr, eng);
-        if (!skip_ref(bpd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs + " for the epilogue");
+        dnnl::binary::primitive_desc bpd(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, d.y_user, d.y_user, d.y_user), attr, eng);
+        if (auto* e = reject_ref(p, bpd, " for the epilogue")) return e;
         s->epilogue = dnnl::binary(bpd);
         s->has_epilogue = true;
       }
     }
     size_t ws = 0;
-    s->inputs.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, x_user, pd.src_desc()));
-    s->inputs.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, w_user, pd.weights_desc()));
-    s->inputs.push_back(make_operand(ws, DNNL_ARG_BIAS, 2, false, b_user, pd.bias_desc()));
-    s->dst = make_operand(ws, DNNL_ARG_DST, 0, true, y_user, pd.dst_desc());
-    s->scratchpad = pd.scratchpad_desc();
-    s->scratch_offset = ws;
-    ws += align_up(s->scratchpad.get_size());
+    s->inputs.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, pd.src_desc()));
+    s->inputs.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, pd.weights_desc()));
+    s->inputs.push_back(make_operand(ws, DNNL_ARG_BIAS, 2, false, d.b_user, pd.bias_desc()));
+    s->dst = make_operand(ws, DNNL_ARG_DST, 0, true, d.y_user, pd.dst_desc());
+    s->scratchpad.place(ws, pd.scratchpad_desc());
     s->prim = dnnl::convolution_forward(pd);
     p.workspace = ws;
     p.state = s;
     p.run = run_conv;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 void register_kernels(plugin::KernelTable& t) {

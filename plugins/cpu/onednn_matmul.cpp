@@ -1,6 +1,7 @@
 // oneDNN matmul and linear for the cpu plugin: primitives are created once at
 // plan time and only executed at launch.
 #include "cpu_kernels.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
 namespace {
@@ -78,7 +79,7 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   if (y.numel() == 0 || a.numel() == 0 || b.numel() == 0) return plugin::unsupported(p, "empty operand");
   for (int i = 0; i + 2 < y.rank; ++i)
     if (a.dims[i] != y.dims[i]) return plugin::unsupported(p, "broadcast batch dims of A");
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto s = std::make_shared<State>();
     // oneDNN 2.6.3's brgemm matmul crashes on some transposed-A layouts
     // (e.g. 784x128), so a transposed A is reordered to plain first.
@@ -99,9 +100,7 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     p.state = s;
     p.run = run;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 // linear: x [M, K] @ w[N, K]^T + b[N], the weight read transposed in place.
@@ -111,7 +110,7 @@ spora_plugin_error_t* plan_linear(KernelPlan& p) {
   if (auto* e = onednn_type(p, &dt)) return e;
   const int64_t m = p.in[0].shape.dims[0], k = p.in[0].shape.dims[1], n = p.in[1].shape.dims[0];
   if (m == 0 || k == 0 || n == 0) return plugin::unsupported(p, "empty operand");
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto s = std::make_shared<State>();
     s->a = plain2(m, k, dt);
     s->b = dnnl::memory::desc({k, n}, dt, dnnl::memory::format_tag::ba);
@@ -122,9 +121,7 @@ spora_plugin_error_t* plan_linear(KernelPlan& p) {
     p.state = s;
     p.run = run;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 void register_kernels(plugin::KernelTable& t) {

@@ -27,6 +27,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_parallel.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
 namespace {
@@ -161,16 +162,6 @@ void run_dnnl(const KernelPlan& p, const void* const* in, void* const* out, void
   }
 }
 
-template <class PD>
-bool skip_ref(PD& pd, std::string* seen) {
-  for (;;) {
-    const std::string name = pd.impl_info_str();
-    if (name.find("ref") == std::string::npos) return true;
-    *seen += (seen->empty() ? "" : ", ") + name;
-    if (!pd.next_impl()) return false;
-  }
-}
-
 spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
   auto s = std::make_shared<DnnlState>();
   if (auto* e = describe(p, &s->info)) return e;
@@ -194,8 +185,7 @@ spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
   normalization_flags flags = normalization_flags::use_scale | normalization_flags::use_shift;
   // The backward pass gets variance = 1/invstd^2 and eps 0 (see the top).
   const float eps = i.backward ? 0.0f : static_cast<float>(i.eps);
-  std::string refs;
-  try {
+  auto* err = plan_guarded(p, [&]() -> spora_plugin_error_t* {
     s->param = memory::desc({i.c}, f, memory::format_tag::a);
     if (i.op == Op::kBatch) {
       s->data = memory::desc({i.n, i.c, i.s, 1}, mdt, memory::format_tag::nchw);
@@ -207,11 +197,11 @@ spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
                                inference ? flags | normalization_flags::use_global_stats : flags},
                               onednn_engine());
       if (!i.backward) {
-        if (!skip_ref(fpd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+        if (auto* e = reject_ref(p, fpd)) return e;
         s->prim = fwd(fpd);
       } else {
         bwd::primitive_desc bpd({prop_kind::backward, s->data, s->data, eps, flags}, onednn_engine(), fpd);
-        if (!skip_ref(bpd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+        if (auto* e = reject_ref(p, bpd)) return e;
         s->prim = bwd(bpd);
       }
     } else {
@@ -221,17 +211,17 @@ spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
       using bwd = dnnl::layer_normalization_backward;
       fwd::primitive_desc fpd({prop_kind::forward_training, s->data, s->stat, eps, flags}, onednn_engine());
       if (!i.backward) {
-        if (!skip_ref(fpd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+        if (auto* e = reject_ref(p, fpd)) return e;
         s->prim = fwd(fpd);
       } else {
         bwd::primitive_desc bpd({prop_kind::backward, s->data, s->data, s->stat, eps, flags}, onednn_engine(), fpd);
-        if (!skip_ref(bpd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+        if (auto* e = reject_ref(p, bpd)) return e;
         s->prim = bwd(bpd);
       }
     }
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+    return nullptr;
+  });
+  if (err) return err;
   const int64_t stats = i.op == Op::kBatch ? i.c : i.n;
   const int64_t floats = i.backward ? stats + (half ? 3 * i.c : 0) : (half ? 2 * i.c : 0);
   p.workspace = static_cast<size_t>(floats) * sizeof(float);

@@ -4,11 +4,9 @@
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "cpu_kernels.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
-
-inline size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 
 struct ReorderedOperand {
   int arg = 0;    // DNNL_ARG_*
@@ -38,6 +36,34 @@ inline ReorderedOperand make_operand(size_t& ws, int arg, int index, bool output
     ws += align_up(prim.get_size());
   }
   return o;
+}
+
+// One launch's memories of an operand: `user` over the tensor's buffer and
+// `prim`, what the primitive reads or writes (the workspace copy when
+// reordered, else `user`).
+struct BoundOperand {
+  dnnl::memory user, prim;
+};
+
+// Binds `o` to `buffer` for one launch; an input in another layout is
+// converted into its workspace copy first.
+inline BoundOperand bind_operand(const ReorderedOperand& o, dnnl::stream& strm, void* buffer, void* workspace) {
+  auto& eng = onednn_engine();
+  BoundOperand b;
+  b.user = dnnl::memory(o.user, eng, buffer);
+  if (!o.reordered) {
+    b.prim = b.user;
+    return b;
+  }
+  b.prim = dnnl::memory(o.prim, eng, static_cast<char*>(workspace) + o.offset);
+  if (!o.output) o.convert.execute(strm, b.user, b.prim);
+  return b;
+}
+
+// After the primitive ran: an output in another layout is converted back
+// into the tensor.
+inline void finish_operand(const ReorderedOperand& o, dnnl::stream& strm, BoundOperand& b) {
+  if (o.output && o.reordered) o.convert.execute(strm, b.prim, b.user);
 }
 
 }  // namespace spora::cpu

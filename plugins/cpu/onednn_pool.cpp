@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "cpu_kernels.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
 namespace {
@@ -20,29 +21,25 @@ using plugin::KernelPlan;
 using plugin::Shape;
 using tag = memory::format_tag;
 
-size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
-
 enum class Kind { kForward, kMaxGrad, kAvgGrad };
 
 struct State {
   Kind kind;
   dnnl::primitive fwd, bwd;  // fwd only for kForward and kMaxGrad; bwd for the gradients
-  memory::desc x, y, fwd_ws, fwd_scratch, bwd_scratch;
-  size_t y_offset = 0, ws_offset = 0, fwd_scratch_offset = 0, bwd_scratch_offset = 0;
+  memory::desc x, y;
+  // In the workspace: the primitives' scratchpads; for kMaxGrad the
+  // forward pass's argmax workspace and its (unused) output.
+  WorkspaceSlot fwd_scratch, bwd_scratch, argmax, y_tmp;
 };
 
 void run(const KernelPlan& p, const void* const* in, void* const* out, void* workspace) {
   const State& s = p.get<State>();
   auto& eng = onednn_engine();
   dnnl::stream strm(eng);
-  char* ws = static_cast<char*>(workspace);
-  auto scratch = [&](const memory::desc& d, size_t off, std::unordered_map<int, memory>& args) {
-    if (d.get_size() > 0) args.emplace(DNNL_ARG_SCRATCHPAD, memory(d, eng, ws + off));
-  };
   if (s.kind == Kind::kForward) {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(s.x, eng, const_cast<void*>(in[0]))},
                                          {DNNL_ARG_DST, memory(s.y, eng, out[0])}};
-    scratch(s.fwd_scratch, s.fwd_scratch_offset, args);
+    s.fwd_scratch.bind(args, DNNL_ARG_SCRATCHPAD, eng, workspace);
     s.fwd.execute(strm, args);
   } else {
     // The gradient ops' last input is dy.
@@ -50,28 +47,18 @@ void run(const KernelPlan& p, const void* const* in, void* const* out, void* wor
     std::unordered_map<int, memory> bwd{{DNNL_ARG_DIFF_DST, memory(s.y, eng, const_cast<void*>(dy))},
                                         {DNNL_ARG_DIFF_SRC, memory(s.x, eng, out[0])}};
     if (s.kind == Kind::kMaxGrad) {
-      memory argmax(s.fwd_ws, eng, ws + s.ws_offset);
+      const memory argmax = s.argmax.memory(eng, workspace);
       std::unordered_map<int, memory> fwd{{DNNL_ARG_SRC, memory(s.x, eng, const_cast<void*>(in[0]))},
-                                          {DNNL_ARG_DST, memory(s.y, eng, ws + s.y_offset)},
+                                          {DNNL_ARG_DST, s.y_tmp.memory(eng, workspace)},
                                           {DNNL_ARG_WORKSPACE, argmax}};
-      scratch(s.fwd_scratch, s.fwd_scratch_offset, fwd);
+      s.fwd_scratch.bind(fwd, DNNL_ARG_SCRATCHPAD, eng, workspace);
       s.fwd.execute(strm, fwd);
       bwd.emplace(DNNL_ARG_WORKSPACE, argmax);
     }
-    scratch(s.bwd_scratch, s.bwd_scratch_offset, bwd);
+    s.bwd_scratch.bind(bwd, DNNL_ARG_SCRATCHPAD, eng, workspace);
     s.bwd.execute(strm, bwd);
   }
   strm.wait();
-}
-
-template <class PD>
-bool skip_ref(PD& pd, std::string* seen) {
-  for (;;) {
-    const std::string name = pd.impl_info_str();
-    if (name.find("ref") == std::string::npos) return true;
-    *seen += (seen->empty() ? "" : ", ") + name;
-    if (!pd.next_impl()) return false;
-  }
 }
 
 struct Window {
@@ -141,10 +128,9 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   if (x.numel() == 0 || y.numel() == 0) return plugin::unsupported(p, "empty operand");
   Window w;
   if (auto* e = window(p, x, y, &w)) return e;
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto& eng = onednn_engine();
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr attr = user_scratchpad_attr();
     auto s = std::make_shared<State>();
     s->kind = kind;
     s->x = memory::desc(memory::dims(x.dims, x.dims + 4), dt, tag::nchw);
@@ -153,39 +139,29 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     dnnl::pooling_v2_forward::primitive_desc fwd(
         dnnl::pooling_v2_forward::desc(prop, w.alg, s->x, s->y, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
         eng);
-    std::string refs;
     size_t ws = 0;
     if (kind != Kind::kAvgGrad) {
-      if (!skip_ref(fwd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+      if (auto* e = reject_ref(p, fwd)) return e;
       s->fwd = dnnl::pooling_v2_forward(fwd);
-      s->fwd_scratch = fwd.scratchpad_desc();
-      s->fwd_scratch_offset = ws;
-      ws += align_up(s->fwd_scratch.get_size());
+      s->fwd_scratch.place(ws, fwd.scratchpad_desc());
     }
     if (kind != Kind::kForward) {
       dnnl::pooling_v2_backward::primitive_desc bwd(
           dnnl::pooling_v2_backward::desc(w.alg, s->x, s->y, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
           eng, fwd);
-      if (!skip_ref(bwd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+      if (auto* e = reject_ref(p, bwd)) return e;
       s->bwd = dnnl::pooling_v2_backward(bwd);
-      s->bwd_scratch = bwd.scratchpad_desc();
-      s->bwd_scratch_offset = ws;
-      ws += align_up(s->bwd_scratch.get_size());
+      s->bwd_scratch.place(ws, bwd.scratchpad_desc());
     }
     if (kind == Kind::kMaxGrad) {
-      s->fwd_ws = fwd.workspace_desc();
-      s->ws_offset = ws;
-      ws += align_up(s->fwd_ws.get_size());
-      s->y_offset = ws;
-      ws += align_up(s->y.get_size());
+      s->argmax.place(ws, fwd.workspace_desc());
+      s->y_tmp.place(ws, s->y);
     }
     p.workspace = ws;
     p.state = s;
     p.run = run;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 void register_kernels(plugin::KernelTable& t) {

@@ -17,6 +17,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_parallel.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
 namespace {
@@ -45,7 +46,7 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   const int64_t n = p.in[0].shape.numel();
   if (p.out[0].shape.numel() != 1 || n < kParallelGrain)
     return plugin::unsupported(p, "oneDNN is used for whole tensors of 32k+ elements only");
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto s = std::make_shared<State>();
     s->src = dnnl::memory::desc({n}, dnnl::memory::data_type::bf16, dnnl::memory::dims{1});
     s->dst = dnnl::memory::desc({1}, dnnl::memory::data_type::bf16, dnnl::memory::dims{1});
@@ -57,9 +58,7 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     p.state = s;
     p.run = run;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 void register_kernels(plugin::KernelTable& t) {

@@ -14,6 +14,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_parallel.h"
+#include "onednn_plan.h"
 
 namespace spora::cpu {
 namespace {
@@ -79,17 +80,6 @@ void run_dnnl(const KernelPlan& p, const void* const* in, void* const* out, void
   strm.wait();
 }
 
-// Moves past implementations named "ref"; false when only those remain.
-template <class PD>
-bool skip_ref(PD& pd, std::string* seen) {
-  for (;;) {
-    const std::string name = pd.impl_info_str();
-    if (name.find("ref") == std::string::npos) return true;
-    *seen += (seen->empty() ? "" : ", ") + name;
-    if (!pd.next_impl()) return false;
-  }
-}
-
 spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
   Geometry g;
   if (auto* e = geometry(p, &g)) return e;
@@ -101,28 +91,25 @@ spora_plugin_error_t* plan_dnnl(KernelPlan& p) {
   const auto alg = is_log(k) ? dnnl::algorithm::softmax_log : dnnl::algorithm::softmax_accurate;
   dnnl::memory::data_type mdt;
   onednn_dtype(dt, &mdt);
-  try {
+  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
     auto s = std::make_shared<DnnlState>();
     s->md = memory::desc({g.outer, g.len}, mdt, memory::format_tag::ab);
-    std::string refs;
     if (!is_grad(k)) {
       dnnl::softmax_v2_forward::primitive_desc pd(
           {dnnl::prop_kind::forward_inference, alg, s->md, s->md, 1}, onednn_engine());
-      if (!skip_ref(pd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+      if (auto* e = reject_ref(p, pd)) return e;
       s->prim = dnnl::softmax_v2_forward(pd);
     } else {
       dnnl::softmax_v2_forward::primitive_desc hint({dnnl::prop_kind::forward_training, alg, s->md, s->md, 1},
                                                     onednn_engine());
       dnnl::softmax_v2_backward::primitive_desc pd({alg, s->md, s->md, s->md, 1}, onednn_engine(), hint);
-      if (!skip_ref(pd, &refs)) return plugin::unsupported(p, "oneDNN offers only " + refs);
+      if (auto* e = reject_ref(p, pd)) return e;
       s->prim = dnnl::softmax_v2_backward(pd);
     }
     p.state = s;
     p.run = run_dnnl;
     return nullptr;
-  } catch (const dnnl::error& e) {
-    return plugin::unsupported(p, std::string("oneDNN rejected it: ") + e.what());
-  }
+  });
 }
 
 // ---- own loops ----

@@ -244,6 +244,64 @@ static void test_graph(spora_device_t* dev) {
   spora_graph_free(g);
 }
 
+/* The same model eagerly, recorded on a tape and differentiated there. */
+static void test_tape(spora_device_t* dev) {
+  spora_tape_t *tape = NULL, *inner = NULL;
+  spora_graph_t* g = NULL;
+  const int64_t s3[1] = {3};
+  const double xv[3] = {0.5, -1.0, 2.0}, wv[3] = {1.0, 2.0, 3.0};
+  double gx[3], gw[3];
+  spora_tensor_t *tx, *tw, *t = NULL, *m = NULL, *y = NULL, *in2[2], *grads[2] = {NULL, NULL};
+  const spora_tensor_t *src[2], *outs[1];
+  const char* text = NULL;
+  int i;
+
+  tx = make(dev, SPORA_DTYPE_F64, s3, 1, xv, sizeof xv);
+  tw = make(dev, SPORA_DTYPE_F64, s3, 1, wv, sizeof wv);
+  OK(spora_tape_create(&tape));
+  OK(spora_tape_watch(tape, tx));
+  OK(spora_tape_watch(tape, tw));
+  OK(spora_tape_start(tape));
+  OK(spora_op_call_at("tanh", NULL, &tx, 1, NULL, "model.c", 20, &t, 1));
+  in2[0] = t;
+  in2[1] = tw;
+  OK(spora_op_call_at("mul", NULL, in2, 2, NULL, "model.c", 21, &m, 1));
+  OK(spora_op_call_at("sum", NULL, &m, 1, NULL, "model.c", 22, &y, 1));
+  OK(spora_tape_create(&inner));
+  OK(spora_tape_start(inner));
+  FAILS(spora_tape_stop(tape), SPORA_ERROR_INVALID_ARGUMENT, "not the innermost");
+  OK(spora_tape_stop(inner));
+  OK(spora_tape_free(inner));
+  OK(spora_tape_stop(tape));
+
+  src[0] = tx;
+  src[1] = tw;
+  OK(spora_tape_gradient(tape, y, NULL, src, 2, grads));
+  OK(spora_tensor_read(grads[0], gx, sizeof gx));
+  OK(spora_tensor_read(grads[1], gw, sizeof gw));
+  for (i = 0; i < 3; ++i) {
+    const double th = tanh(xv[i]);
+    EXPECT(fabs(gw[i] - th) < 1e-15, "dy/dw[%d] = %g", i, gw[i]);
+    EXPECT(fabs(gx[i] - (1 - th * th) * wv[i]) < 1e-15, "dy/dx[%d] = %g", i, gx[i]);
+  }
+  outs[0] = y;
+  OK(spora_tape_graph(tape, outs, 1, &g));
+  OK(spora_graph_to_text(g, &text));
+  EXPECT(strstr(text, "= mul(%1, %2) : f64[3]  # model.c:21") != NULL, "text: %s", text);
+  EXPECT(strstr(text, "%0 = input \"x0\"") != NULL, "text: %s", text);
+  src[1] = NULL;
+  FAILS(spora_tape_gradient(tape, y, NULL, src, 2, grads), SPORA_ERROR_INVALID_ARGUMENT, "sources[1] is null");
+  spora_graph_free(g);
+  spora_tensor_free(grads[0]);
+  spora_tensor_free(grads[1]);
+  OK(spora_tape_free(tape));
+  spora_tensor_free(y);
+  spora_tensor_free(m);
+  spora_tensor_free(t);
+  spora_tensor_free(tx);
+  spora_tensor_free(tw);
+}
+
 int main(void) {
   spora_context_t* ctx = NULL;
   spora_device_t *dev, *cpu = NULL, *sim = NULL;
@@ -259,6 +317,7 @@ int main(void) {
     OK(spora_device_get(ctx, i, &dev));
     test_device(dev);
     test_graph(dev);
+    test_tape(dev);
   }
   OK(spora_op_count(&nops));
   EXPECT(nops >= 16, "op count %zu", nops);

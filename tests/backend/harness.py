@@ -1,13 +1,15 @@
-"""The differential harness: runs every op case of sdk/conformance/cases on
-every loaded device and compares cpu with numpy and every other device with
-cpu.
+"""The numpy side of the op cases of sdk/conformance/cases: runs a case on a
+device (cpu) and compares it with a float64 numpy reference
+(tests/backend/refs). Device-vs-cpu comparisons are the conformance kit's
+(sdk/conformance, `spora plugin check`), which reads the same case files with
+the same input kinds and tolerances (sdk/conformance/src/cases.cpp).
 
 A case (JSON):
   {"op": "add", "dtypes": ["f32", "f64"], "inputs": [{"shape": [2, 3]}, ...],
    "attrs": {...}, "outputs": 1, "tol": {"f32": [rtol, atol]}, "ref": "add",
    "device": true, "numpy": true}
 "numpy": false skips the numpy comparison (ops defined by their own random
-stream); the device-vs-cpu comparison always runs. "device": true passes the
+stream; the kit still compares them device vs cpu). "device": true passes the
 device to ops without inputs (creation ops).
 Input fields: "shape"; "init" = normal (default) | positive | uniform:LO:HI |
 int:LO:HI | bool | arange; "dtype" = a fixed dtype for inputs that do not

@@ -113,3 +113,26 @@ def test_without_fallback_only_the_plugins_own_kernels_run(devs):
     with pytest.raises(S.SporaError) as e:
         S.call("spora_device_set_fallback", sim.handle, 2)
     assert e.value.status == S.ERROR_INVALID_ARGUMENT
+
+
+def test_tape_records_the_op_not_its_fallback(devs):
+    # On sim, linear and relu run as decompositions and softmax on cpu with
+    # copies; the tape records the ops as called, and its gradients (whose
+    # backward ops fall back the same way) equal cpu's.
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s) for s in [(4, 6), (5, 6), (5,)]]
+    grads, texts = {}, {}
+    for dev in devs:
+        x, w, b = [S.Tensor.from_numpy(dev, a) for a in arrays]
+        tape = S.Tape()
+        tape.watch(w)
+        with tape:
+            y = S.run("softmax", S.run("relu", S.run("linear", x, w, b)), axis=-1)
+            loss = S.run("sum", S.run("mul", y, y))
+        grads[dev.name] = [g.numpy() for g in tape.gradient(loss, [x, w, b])]
+        texts[dev.name] = tape.graph([loss]).text()
+    assert texts["cpu:0"] == texts["sim:0"]
+    assert [ln.split("=")[1].split("(")[0].strip() for ln in texts["sim:0"].splitlines() if "(" in ln] == \
+        ["linear", "relu", "softmax", "mul", "sum"]
+    for got, want in zip(grads["sim:0"], grads["cpu:0"]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)

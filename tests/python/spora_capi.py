@@ -128,6 +128,14 @@ _PROTOTYPES = {
     "spora_graph_optimize": (_status, [_vp, _i32]),
     "spora_graph_add_if": (_status, [_vp, _i64, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
     "spora_graph_add_while": (_status, [_vp, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
+    "spora_op_call_at": (_status, [_cstr, _vp, P(_vp), _size, _vp, _cstr, _i32, P(_vp), _size]),
+    "spora_tape_create": (_status, [P(_vp)]),
+    "spora_tape_free": (_status, [_vp]),
+    "spora_tape_start": (_status, [_vp]),
+    "spora_tape_stop": (_status, [_vp]),
+    "spora_tape_watch": (_status, [_vp, _vp]),
+    "spora_tape_gradient": (_status, [_vp, _vp, _vp, P(_vp), _size, P(_vp)]),
+    "spora_tape_graph": (_status, [_vp, P(_vp), _size, P(_vp)]),
 }
 
 
@@ -615,6 +623,58 @@ class Executable:
         try:
             if self.handle:
                 lib.spora_executable_free(self.handle)
+                self.handle = None
+        except Exception:
+            pass
+
+
+# -- the eager tape -----------------------------------------------------------
+class Tape:
+    """An owned spora_tape_t. `with tape:` starts and stops it."""
+
+    def __init__(self):
+        h = _vp()
+        call("spora_tape_create", ctypes.byref(h))
+        self.handle = h.value
+
+    def start(self):
+        call("spora_tape_start", self.handle)
+
+    def stop(self):
+        call("spora_tape_stop", self.handle)
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def watch(self, tensor):
+        call("spora_tape_watch", self.handle, tensor.handle)
+
+    def gradient(self, target, sources, sens=None):
+        arr = (_vp * max(len(sources), 1))(*[t.handle if t is not None else None for t in sources])
+        outs = (_vp * max(len(sources), 1))()
+        call("spora_tape_gradient", self.handle, target.handle, sens.handle if sens is not None else None, arr,
+             len(sources), outs)
+        return [Tensor(outs[i]) for i in range(len(sources))]
+
+    def graph(self, outputs):
+        arr = (_vp * max(len(outputs), 1))(*[t.handle for t in outputs])
+        h = _vp()
+        call("spora_tape_graph", self.handle, arr, len(outputs), ctypes.byref(h))
+        return Graph(handle=h.value)
+
+    def free(self):
+        if self.handle:
+            h, self.handle = self.handle, None
+            call("spora_tape_free", h)
+
+    def __del__(self):
+        try:
+            if self.handle:
+                lib.spora_tape_free(self.handle)
                 self.handle = None
         except Exception:
             pass

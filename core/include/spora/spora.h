@@ -246,6 +246,13 @@ SPORA_API spora_status_t spora_op_call(const char* op, spora_device_t* device,
                                        spora_tensor_t* const* inputs, size_t num_inputs,
                                        const spora_attrs_t* attrs, spora_tensor_t** outputs,
                                        size_t num_outputs);
+/* spora_op_call with the caller's source location (`file` may be NULL):
+ * errors end with " (file:line)", and a recording tape stores the location
+ * in the op's node. Costs the same as spora_op_call otherwise. */
+SPORA_API spora_status_t spora_op_call_at(const char* op, spora_device_t* device,
+                                          spora_tensor_t* const* inputs, size_t num_inputs,
+                                          const spora_attrs_t* attrs, const char* file, int32_t line,
+                                          spora_tensor_t** outputs, size_t num_outputs);
 
 /* ------------------------------------------------------------------------ */
 /* Graphs (graph mode)                                                      */
@@ -360,6 +367,80 @@ SPORA_API spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora
 /* Bytes of the planned intermediate arena, and of all intermediate and
  * output tensors without reuse. */
 SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);
+
+/* ------------------------------------------------------------------------ */
+/* Eager tape (autodiff in eager mode)                                      */
+/* ------------------------------------------------------------------------ */
+
+/* A tape records eager op calls as the same IR graph mode builds, and
+ * computes their gradients with the same autodiff transform, so eager
+ * gradients equal graph-mode gradients.
+ *
+ * Recording. Each thread has a stack of started tapes. While a tape is
+ * started, every successful eager op on that thread -- spora_op_call(_at),
+ * each op run by spora_graph_run_eager, and the backward ops run by
+ * spora_tape_gradient of another tape -- is recorded into every tape on the
+ * stack: the op, its attributes, its inputs, its output types and the source
+ * location when given. A tensor the tape has not seen before (created with
+ * spora_tensor_create, copied with spora_tensor_to, returned by a compiled
+ * executable, ...) becomes an input of the recorded graph; gradients do not
+ * flow through such copies. The tape keeps a reference to every tensor it
+ * recorded (sharing storage with your handles, so freeing a handle does not
+ * free the memory while the tape holds it); spora_tape_free releases them.
+ * Without a started tape, eager ops pay nothing measurable for this.
+ *
+ * A tape is used by one thread at a time for recording (the one that
+ * started it); its other functions may be called from any thread. */
+typedef struct spora_tape spora_tape_t;
+
+SPORA_API spora_status_t spora_tape_create(spora_tape_t** out);
+/* Releases the tape and every tensor reference it holds; a started tape is
+ * stopped first (on another thread, it stops recording at that thread's
+ * next op). NULL is a no-op. */
+SPORA_API spora_status_t spora_tape_free(spora_tape_t* tape);
+/* Pushes the tape on the calling thread's stack of recording tapes. Fails if
+ * it is already started. Tapes nest: start an outer tape, then an inner
+ * one, and the inner tape's gradient is recorded on the outer tape, which
+ * can then differentiate it again (second order). */
+SPORA_API spora_status_t spora_tape_start(spora_tape_t* tape);
+/* Pops the tape. Fails with SPORA_ERROR_INVALID_ARGUMENT unless it is the
+ * innermost started tape of this thread. A stopped tape keeps what it
+ * recorded and can be started again to record more. */
+SPORA_API spora_status_t spora_tape_stop(spora_tape_t* tape);
+/* Marks `tensor` as a differentiation source (an input of the recorded
+ * graph once an op uses it; until then its gradient is zeros). Tensors that
+ * recorded ops produced or used need no watching; watching says "I will ask
+ * for this one" and lets spora_tape_gradient tell a forgotten tensor from an
+ * unused one. The tape keeps a reference to it. */
+SPORA_API spora_status_t spora_tape_watch(spora_tape_t* tape, const spora_tensor_t* tensor);
+/* Writes d target / d sources[i] to grads[i] for each source (new tensors
+ * the caller frees): the vector-Jacobian product with `sens` (a tensor of
+ * the target's dtype and shape), or with ones when `sens` is NULL (the
+ * gradient of sum(target)). A source the target does not depend on gets
+ * zeros of its shape. A source produced on the tape is treated as a
+ * variable (its gradient is d target / d source with what computed it held
+ * fixed); the other sources' gradients still flow through it.
+ * The forward pass is not recomputed: the autodiff transform is applied to
+ * the recorded graph and only its backward part runs, eagerly, on the
+ * target's device, reusing the recorded forward values. The tape is
+ * persistent: ask as often as needed. The backward ops are recorded on the
+ * other started tapes of this thread, not on this one.
+ * Sources are watched tensors or tensors produced or used by recorded ops
+ * (each tensor from outside that a recorded op used is an input of the
+ * recorded graph, so its gradient is defined).
+ * Errors (SPORA_ERROR_INVALID_ARGUMENT): a source the tape does not know
+ * ("source 1 is unknown to this tape ..."), a target the tape never saw,
+ * non-float target or sources, a `sens` of the wrong type, NULL handles. */
+SPORA_API spora_status_t spora_tape_gradient(spora_tape_t* tape, const spora_tensor_t* target,
+                                             const spora_tensor_t* sens, const spora_tensor_t* const* sources,
+                                             size_t num_sources, spora_tensor_t** grads);
+/* The recorded IR as a new graph (the caller frees it) whose outputs are
+ * `outputs` (tensors produced or used by recorded ops, or watched): tensors
+ * from outside the tape are its inputs "x0", "x1", ... in first-use order,
+ * each recorded op one node, in call order. For inspection, printing,
+ * compiling, or comparing with the same model built in graph mode. */
+SPORA_API spora_status_t spora_tape_graph(spora_tape_t* tape, const spora_tensor_t* const* outputs,
+                                          size_t num_outputs, spora_graph_t** out);
 
 /* ------------------------------------------------------------------------ */
 /* Checkpoint and model files                                               */

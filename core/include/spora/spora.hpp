@@ -225,16 +225,25 @@ class Attrs {
   spora_attrs_t* a_ = nullptr;
 };
 
-// Runs an op eagerly and returns its outputs.
-inline std::vector<Tensor> call(const char* op, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr,
-                                size_t num_outputs = 1, Device device = Device()) {
+// Runs an op eagerly with the caller's source location (`file` may be
+// null): errors and tape records carry it. Returns the op's outputs.
+inline std::vector<Tensor> call_at(const char* file, int32_t line, const char* op,
+                                   std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr,
+                                   size_t num_outputs = 1, Device device = Device()) {
   std::vector<spora_tensor_t*> in;
   for (const Tensor* t : inputs) in.push_back(t ? t->get() : nullptr);
   std::vector<spora_tensor_t*> out(num_outputs, nullptr);
-  check(spora_op_call(op, device.get(), in.data(), in.size(), attrs ? attrs->get() : nullptr, out.data(), out.size()));
+  check(spora_op_call_at(op, device.get(), in.data(), in.size(), attrs ? attrs->get() : nullptr, file, line,
+                         out.data(), out.size()));
   std::vector<Tensor> result;
   for (auto* t : out) result.emplace_back(t);
   return result;
+}
+
+// Runs an op eagerly and returns its outputs.
+inline std::vector<Tensor> call(const char* op, std::initializer_list<const Tensor*> inputs, const Attrs* attrs = nullptr,
+                                size_t num_outputs = 1, Device device = Device()) {
+  return call_at(nullptr, 0, op, inputs, attrs, num_outputs, device);
 }
 
 // Single-output shorthand: spora::op("add", {&a, &b}).
@@ -344,6 +353,17 @@ class Graph {
     return Graph(g);
   }
   inline Executable compile(Device device) const;
+  // Runs op by op through eager dispatch (spora_graph_run_eager); binds
+  // every input and weight in creation order.
+  std::vector<Tensor> run_eager(Device device, const std::vector<const Tensor*>& params, size_t num_outputs) const {
+    std::vector<spora_tensor_t*> in;
+    for (const Tensor* t : params) in.push_back(t ? t->get() : nullptr);
+    std::vector<spora_tensor_t*> out(num_outputs, nullptr);
+    check(spora_graph_run_eager(g_, device.get(), in.data(), in.size(), out.data(), out.size()));
+    std::vector<Tensor> result;
+    for (auto* t : out) result.emplace_back(t);
+    return result;
+  }
 
  private:
   spora_graph_t* g_ = nullptr;
@@ -361,6 +381,9 @@ class Executable {
 
   // Binds every input and weight in creation order.
   std::vector<Tensor> run(std::initializer_list<const Tensor*> params, size_t num_outputs) {
+    return run(std::vector<const Tensor*>(params), num_outputs);
+  }
+  std::vector<Tensor> run(const std::vector<const Tensor*>& params, size_t num_outputs) {
     std::vector<spora_tensor_t*> in;
     for (const Tensor* t : params) in.push_back(t ? t->get() : nullptr);
     std::vector<spora_tensor_t*> out(num_outputs, nullptr);
@@ -385,6 +408,74 @@ inline Executable Graph::compile(Device device) const {
   check(spora_graph_compile(g_, device.get(), &e));
   return Executable(e);
 }
+
+// The eager tape (spora_tape_*): records eager ops while started and
+// differentiates them with the graph-mode autodiff transform.
+//
+//   spora::Tape tape;
+//   tape.watch(w);
+//   {
+//     spora::Tape::Recording rec(tape);   // start ... stop
+//     loss = spora::op("sum", {&y});
+//   }
+//   auto grads = tape.gradient(loss, {&w});
+class Tape {
+ public:
+  Tape() { check(spora_tape_create(&t_)); }
+  ~Tape() { spora_tape_free(t_); }
+  Tape(const Tape&) = delete;
+  Tape& operator=(const Tape&) = delete;
+  Tape(Tape&& o) noexcept : t_(std::exchange(o.t_, nullptr)) {}
+  Tape& operator=(Tape&& o) noexcept {
+    std::swap(t_, o.t_);
+    return *this;
+  }
+  spora_tape_t* get() const noexcept { return t_; }
+
+  void start() { check(spora_tape_start(t_)); }
+  void stop() { check(spora_tape_stop(t_)); }
+  void watch(const Tensor& t) { check(spora_tape_watch(t_, t.get())); }
+
+  // d target / d sources (with `sens` as the vector-Jacobian seed, or ones).
+  std::vector<Tensor> gradient(const Tensor& target, std::initializer_list<const Tensor*> sources,
+                               const Tensor* sens = nullptr) {
+    return gradient(target, std::vector<const Tensor*>(sources), sens);
+  }
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<const Tensor*>& sources,
+                               const Tensor* sens = nullptr) {
+    std::vector<const spora_tensor_t*> src;
+    for (const Tensor* t : sources) src.push_back(t ? t->get() : nullptr);
+    std::vector<spora_tensor_t*> out(src.size(), nullptr);
+    check(spora_tape_gradient(t_, target.get(), sens ? sens->get() : nullptr, src.data(), src.size(), out.data()));
+    std::vector<Tensor> result;
+    for (auto* t : out) result.emplace_back(t);
+    return result;
+  }
+  // The recorded graph with `outputs` as its outputs.
+  Graph graph(std::initializer_list<const Tensor*> outputs) const {
+    std::vector<const spora_tensor_t*> out;
+    for (const Tensor* t : outputs) out.push_back(t ? t->get() : nullptr);
+    spora_graph_t* g = nullptr;
+    check(spora_tape_graph(t_, out.data(), out.size(), &g));
+    return Graph(g);
+  }
+
+  // Starts the tape for the scope's lifetime (stops it on exit, also when
+  // an exception unwinds).
+  class Recording {
+   public:
+    explicit Recording(Tape& tape) : t_(tape.get()) { check(spora_tape_start(t_)); }
+    ~Recording() { spora_tape_stop(t_); }
+    Recording(const Recording&) = delete;
+    Recording& operator=(const Recording&) = delete;
+
+   private:
+    spora_tape_t* t_;
+  };
+
+ private:
+  spora_tape_t* t_ = nullptr;
+};
 
 // ---- checkpoint and model files (see spora.h) ----
 

@@ -1,6 +1,7 @@
 // C API: the op registry and eager op calls.
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
+#include "autodiff/tape.h"
 #include "runtime/eager.h"
 
 using spora::Code;
@@ -53,35 +54,66 @@ spora_status_t spora_op_gradient(const char* op, int32_t* has_rule, int32_t* dif
   });
 }
 
+}  // extern "C"
+
+namespace {
+
+// One eager op call: spora_op_call and spora_op_call_at. `file` is null
+// unless the caller gave a source location; it is only used when a tape
+// records the op or the call fails, so it costs nothing otherwise.
+void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inputs, size_t num_inputs,
+             const spora_attrs_t* attrs, const char* file, int32_t line, spora_tensor_t** outputs,
+             size_t num_outputs) {
+  need(op, "spora_op_call", "op");
+  const spora::OpDef* def = spora::OpRegistry::get().find(op);
+  if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
+  if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
+    fail(Code::kInvalidArgument, "[{}] too many inputs or outputs", op);
+  if (num_inputs) need(inputs, op, "inputs");
+  if (num_outputs) need(outputs, op, "outputs");
+  const spora::Tensor* in[spora::kMaxOpInputs];
+  for (size_t i = 0; i < num_inputs; ++i) {
+    if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
+    in[i] = &inputs[i]->t;
+  }
+  static const spora::Attrs kNoAttrs;
+  const spora::Attrs& a = attrs ? attrs->attrs : kNoAttrs;
+  spora::Tensor out[spora::kMaxOpOutputs];
+  spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), a, out,
+                    static_cast<int>(num_outputs));
+  if (spora::autodiff::recording())
+    spora::autodiff::record_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file,
+                               line);
+  // Allocate every handle before publishing any, so a failure leaks nothing.
+  spora_tensor_t* handles[spora::kMaxOpOutputs] = {};
+  try {
+    for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
+  } catch (...) {
+    for (auto* h : handles) delete h;
+    throw;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
+}
+
+}  // namespace
+
+extern "C" {
+
 spora_status_t spora_op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inputs, size_t num_inputs,
                              const spora_attrs_t* attrs, spora_tensor_t** outputs, size_t num_outputs) {
+  return guard([&] { op_call(op, device, inputs, num_inputs, attrs, nullptr, 0, outputs, num_outputs); });
+}
+
+spora_status_t spora_op_call_at(const char* op, spora_device_t* device, spora_tensor_t* const* inputs,
+                                size_t num_inputs, const spora_attrs_t* attrs, const char* file, int32_t line,
+                                spora_tensor_t** outputs, size_t num_outputs) {
   return guard([&] {
-    need(op, "spora_op_call", "op");
-    const spora::OpDef* def = spora::OpRegistry::get().find(op);
-    if (!def) fail(Code::kNotFound, "[{}] unknown op; spora_op_name lists the registered ops", op);
-    if (num_inputs > static_cast<size_t>(spora::kMaxOpInputs) || num_outputs > static_cast<size_t>(spora::kMaxOpOutputs))
-      fail(Code::kInvalidArgument, "[{}] got {} inputs and {} outputs; an op call takes at most {} and makes at most {}",
-           op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
-    if (num_inputs) need(inputs, op, "inputs");
-    if (num_outputs) need(outputs, op, "outputs");
-    const spora::Tensor* in[spora::kMaxOpInputs];
-    for (size_t i = 0; i < num_inputs; ++i) {
-      if (!inputs[i]) fail(Code::kInvalidArgument, "[{}] input {} is a null tensor", op, i);
-      in[i] = &inputs[i]->t;
-    }
-    static const spora::Attrs kNoAttrs;
-    spora::Tensor out[spora::kMaxOpOutputs];
-    spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), attrs ? attrs->attrs : kNoAttrs, out,
-                      static_cast<int>(num_outputs));
-    // Allocate every handle before publishing any, so a failure leaks nothing.
-    spora_tensor_t* handles[spora::kMaxOpOutputs] = {};
     try {
-      for (size_t i = 0; i < num_outputs; ++i) handles[i] = new spora_tensor{std::move(out[i])};
-    } catch (...) {
-      for (auto* h : handles) delete h;
-      throw;
+      op_call(op, device, inputs, num_inputs, attrs, file, line, outputs, num_outputs);
+    } catch (const spora::Error& e) {
+      if (!file || !*file) throw;
+      throw spora::Error(e.code(), spora::ir::with_loc(e.what(), {file, line}));
     }
-    for (size_t i = 0; i < num_outputs; ++i) outputs[i] = handles[i];
   });
 }
 

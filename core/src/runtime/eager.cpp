@@ -31,6 +31,7 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
   if (call.view) {
     Tensor v = *inputs[0];
     v.shape = call.result[0];
+    v.id = new_tensor_id();  // a view is a new value
     outputs[0] = std::move(v);
     return;
   }

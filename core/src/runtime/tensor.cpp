@@ -1,10 +1,17 @@
 #include "runtime/tensor.h"
 
+#include <atomic>
 #include <vector>
 
 #include "support/error.h"
 
 namespace spora {
+
+uint64_t new_tensor_id() {
+  // Relaxed: ids only need to be unique, not ordered between threads.
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
 
 Tensor make_tensor(Device* device, DType dtype, const Shape& shape) {
   const size_t es = dtype_size(dtype);
@@ -16,6 +23,7 @@ Tensor make_tensor(Device* device, DType dtype, const Shape& shape) {
   t.buffer = std::make_shared<Buffer>(device, static_cast<size_t>(n) * es);
   t.dtype = dtype;
   t.shape = shape;
+  t.id = new_tensor_id();
   return t;
 }
 

@@ -46,6 +46,12 @@ struct Tensor {
   size_t offset = 0;  // bytes
   DType dtype = SPORA_DTYPE_INVALID;
   Shape shape;
+  // The value's identity for the eager tape (autodiff/tape.h): unique per
+  // tensor or view made (make_tensor, eager views), shared by copies of this
+  // struct, which are the same immutable value. Handles are freed and their
+  // addresses reused, so the tape never keys by pointer. 0 for internal
+  // tensors that never reach a user (arena slices of a compiled plan).
+  uint64_t id = 0;
 
   Device* device() const { return buffer->device(); }
   size_t nbytes() const { return static_cast<size_t>(shape.numel()) * dtype_size(dtype); }
@@ -55,6 +61,9 @@ struct Tensor {
     return reinterpret_cast<spora_devptr_t>(reinterpret_cast<uintptr_t>(buffer->ptr()) + offset);
   }
 };
+
+// A fresh tensor identity (never 0; unique in the process).
+uint64_t new_tensor_id();
 
 // A new dense tensor on `device`, uninitialised.
 Tensor make_tensor(Device* device, DType dtype, const Shape& shape);

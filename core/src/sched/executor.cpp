@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "autodiff/tape.h"
 #include "ir/builder.h"
 #include "ir/rewrite.h"
 #include "ir/serialize.h"
@@ -433,17 +434,27 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
   }
 }
 
-// run_eager without the JSON round-trip check, which the sub-graphs of
-// control flow (run once per iteration) need not repeat.
-static std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+namespace {
+
+std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
+
+// Runs nodes [first, end) of `graph` op by op. `values` holds one entry per
+// node; those before `first` are already bound (their values may be read).
+// `params` binds the input and weight nodes met from `first` on. With `live`,
+// nodes it marks false are skipped. Every op and constant is recorded on the
+// thread's eager tapes, if any are recording.
+std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>>& values,
+                              size_t first, const std::vector<const Tensor*>& params,
+                              const std::vector<bool>* live = nullptr) {
   const auto& nodes = graph.nodes();
-  std::vector<std::vector<Tensor>> values(nodes.size());
   std::vector<int64_t> last_use(nodes.size(), -1);
   for (size_t id = 0; id < nodes.size(); ++id)
-    for (const ir::Value& v : nodes[id].inputs) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(id);
+    if (!live || (*live)[id])
+      for (const ir::Value& v : nodes[id].inputs) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(id);
   for (const ir::Value& v : graph.outputs()) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(nodes.size());
   size_t next_param = 0;
-  for (size_t id = 0; id < nodes.size(); ++id) {
+  for (size_t id = first; id < nodes.size(); ++id) {
+    if (live && !(*live)[id]) continue;
     const ir::Node& n = nodes[id];
     switch (n.kind) {
       case ir::NodeKind::kInput:
@@ -460,6 +471,7 @@ static std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, con
       }
       case ir::NodeKind::kConstant:
         values[id] = {tensor_from_host(device, n.outputs[0].dtype, n.outputs[0].shape, n.data->data(), n.data->size())};
+        if (autodiff::recording()) autodiff::record_constant(n, values[id][0]);
         break;
       case ir::NodeKind::kApply: {
         std::vector<const Tensor*> in;
@@ -472,6 +484,9 @@ static std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, con
         } catch (const Error& e) {
           node_error(n, e.code(), e.what());
         }
+        if (autodiff::recording())
+          autodiff::record_op(*n.op, in.data(), static_cast<int>(in.size()), n.attrs, values[id].data(),
+                              static_cast<int>(n.outputs.size()), n.loc.file.c_str(), n.loc.line);
         break;
       }
       case ir::NodeKind::kIf: {
@@ -513,9 +528,35 @@ static std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, con
   return out;
 }
 
+// run_eager without the JSON round-trip check, which the sub-graphs of
+// control flow (run once per iteration) need not repeat.
+std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
+  std::vector<std::vector<Tensor>> values(graph.nodes().size());
+  return run_nodes(graph, device, values, 0, params);
+}
+
+}  // namespace
+
 std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
   ir::check_json_roundtrip(graph, "run_eager");
   return eager_run(graph, device, params);
+}
+
+std::vector<Tensor> run_eager_from(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>> bound) {
+  const size_t first = bound.size();
+  if (first > graph.nodes().size())
+    fail(Code::kInternal, "[graph {}] {} values bound for {} nodes", graph.name(), first, graph.nodes().size());
+  ir::check_json_roundtrip(graph, "run_eager_from");
+  // Autodiff rules compute every input's adjoint, some of which nothing
+  // reads (graph mode leaves them to dce): run only what the outputs need.
+  const auto& nodes = graph.nodes();
+  std::vector<bool> live(nodes.size(), false);
+  for (const ir::Value& v : graph.outputs()) live[static_cast<size_t>(v.node)] = true;
+  for (size_t id = nodes.size(); id-- > first;)
+    if (live[id])
+      for (const ir::Value& v : nodes[id].inputs) live[static_cast<size_t>(v.node)] = true;
+  bound.resize(nodes.size());
+  return run_nodes(graph, device, bound, first, {}, &live);
 }
 
 }  // namespace spora::sched

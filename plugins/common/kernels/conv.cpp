@@ -57,44 +57,69 @@ Taps make_taps(const Geom& g, int64_t kh, int64_t kw, int64_t h_in, int64_t w_in
   return t;
 }
 
+// Sizes the kernels index with, from the forward convolution's
+// x [N,C,H,W], w [O,C/g,kH,kW] and y [N,O,OH,OW].
+struct Dims {
+  int64_t n_batch, cin, h, wd;  // x
+  int64_t o_all, cg, kh, kw;    // w
+  int64_t oh, ow, og;           // y; og = output channels per group
+};
+Dims dims_of(const Geom& g, const Shape& x, const Shape& w, const Shape& y) {
+  return {x.dims[0], x.dims[1], x.dims[2], x.dims[3], w.dims[0],           w.dims[1],
+          w.dims[2], w.dims[3], y.dims[2], y.dims[3], w.dims[0] / g.groups};
+}
+
+// One kernel tap k = i*kW + j seen from the output: output (r, q) reads the
+// input plane at base(r) + q*stride_w for r in [r_lo, r_hi), q in
+// [q_lo, q_hi); every such index is inside the plane.
+struct TapRows {
+  int64_t k, r_lo, r_hi, q_lo, q_hi;
+  int64_t row_step, row_off, col_off, wd;
+  int64_t base(int64_t r) const { return (r * row_step + row_off) * wd + col_off; }
+};
+
+// Calls fn(const TapRows&) for every kernel tap, in (i, j) order.
+template <class Fn>
+void for_each_tap(const Geom& g, const Taps& t, const Dims& d, Fn&& fn) {
+  for (int64_t i = 0; i < d.kh; ++i) {
+    for (int64_t j = 0; j < d.kw; ++j) {
+      const Tap &rt = t.row(i), &ct = t.col(j);
+      fn(TapRows{i * d.kw + j, rt.out.lo, rt.out.hi, ct.out.lo, ct.out.hi, g.stride[0], rt.off, ct.off, d.wd});
+    }
+  }
+}
+
 // y[n, o] = b[o] + sum over c in o's group, taps: w[o, c, i, j] * x[n, c, oh*s + off_i, ow*s + off_j]
 template <class T>
 void forward_t(const KernelPlan& p, const T* x, const T* w, const T* b, T* y) {
   using C = compute_t<T>;
   const Geom& g = p.get<Geom>();
-  const Shape &xs = p.in[0].shape, &ws = p.in[1].shape, &ys = p.out[0].shape;
-  const int64_t n_batch = xs.dims[0], cin = xs.dims[1], h = xs.dims[2], wd = xs.dims[3];
-  const int64_t o_all = ws.dims[0], cg = ws.dims[1], kh = ws.dims[2], kw = ws.dims[3];
-  const int64_t oh = ys.dims[2], ow = ys.dims[3], og = o_all / g.groups;
-  const Taps t = make_taps(g, kh, kw, h, wd, oh, ow);
-  const int64_t sw = g.stride[1];
-  std::vector<C> acc(static_cast<size_t>(oh * ow));
-  for (int64_t n = 0; n < n_batch; ++n) {
-    for (int64_t o = 0; o < o_all; ++o) {
+  const Dims d = dims_of(g, p.in[0].shape, p.in[1].shape, p.out[0].shape);
+  const Taps t = make_taps(g, d.kh, d.kw, d.h, d.wd, d.oh, d.ow);
+  const int64_t sw = g.stride[1], ow = d.ow;
+  std::vector<C> acc(static_cast<size_t>(d.oh * ow));
+  for (int64_t n = 0; n < d.n_batch; ++n) {
+    for (int64_t o = 0; o < d.o_all; ++o) {
       std::fill(acc.begin(), acc.end(), b ? load(b[o]) : C(0));
-      const int64_t c0 = (o / og) * cg;
-      for (int64_t c = 0; c < cg; ++c) {
-        const T* xp = x + (n * cin + c0 + c) * h * wd;
-        const T* wp = w + (o * cg + c) * kh * kw;
-        for (int64_t i = 0; i < kh; ++i) {
-          for (int64_t j = 0; j < kw; ++j) {
-            const C wv = load(wp[i * kw + j]);
-            const Tap &rt = t.row(i), &ct = t.col(j);
-            for (int64_t r = rt.out.lo; r < rt.out.hi; ++r) {
-              // Index of tap (r, q) is base + q*sw, which is >= 0 inside the range.
-              const int64_t base = (r * g.stride[0] + rt.off) * wd + ct.off;
-              C* ar = acc.data() + r * ow;
-              if (sw == 1) {
-                for (int64_t q = ct.out.lo; q < ct.out.hi; ++q) ar[q] += wv * load(xp[base + q]);
-              } else {
-                for (int64_t q = ct.out.lo; q < ct.out.hi; ++q) ar[q] += wv * load(xp[base + q * sw]);
-              }
+      const int64_t c0 = (o / d.og) * d.cg;
+      for (int64_t c = 0; c < d.cg; ++c) {
+        const T* xp = x + (n * d.cin + c0 + c) * d.h * d.wd;
+        const T* wp = w + (o * d.cg + c) * d.kh * d.kw;
+        for_each_tap(g, t, d, [&](const TapRows& tr) {
+          const C wv = load(wp[tr.k]);
+          for (int64_t r = tr.r_lo; r < tr.r_hi; ++r) {
+            const int64_t base = tr.base(r);
+            C* ar = acc.data() + r * ow;
+            if (sw == 1) {
+              for (int64_t q = tr.q_lo; q < tr.q_hi; ++q) ar[q] += wv * load(xp[base + q]);
+            } else {
+              for (int64_t q = tr.q_lo; q < tr.q_hi; ++q) ar[q] += wv * load(xp[base + q * sw]);
             }
           }
-        }
+        });
       }
-      T* yp = y + (n * o_all + o) * oh * ow;
-      for (int64_t k = 0; k < oh * ow; ++k) yp[k] = store<T>(acc[static_cast<size_t>(k)]);
+      T* yp = y + (n * d.o_all + o) * d.oh * ow;
+      for (int64_t k = 0; k < d.oh * ow; ++k) yp[k] = store<T>(acc[static_cast<size_t>(k)]);
     }
   }
 }
@@ -105,39 +130,33 @@ template <class T>
 void backward_data_t(const KernelPlan& p, const T* dy, const T* w, T* dx) {
   using C = compute_t<T>;
   const Geom& g = p.get<Geom>();
-  const Shape &dys = p.in[0].shape, &ws = p.in[1].shape, &dxs = p.out[0].shape;
-  const int64_t n_batch = dxs.dims[0], cin = dxs.dims[1], h = dxs.dims[2], wd = dxs.dims[3];
-  const int64_t o_all = ws.dims[0], cg = ws.dims[1], kh = ws.dims[2], kw = ws.dims[3];
-  const int64_t oh = dys.dims[2], ow = dys.dims[3], og = o_all / g.groups;
-  const Taps t = make_taps(g, kh, kw, h, wd, oh, ow);
-  const int64_t sw = g.stride[1];
-  std::vector<C> acc(static_cast<size_t>(h * wd));
-  for (int64_t n = 0; n < n_batch; ++n) {
-    for (int64_t c = 0; c < cin; ++c) {
+  const Dims d = dims_of(g, p.out[0].shape, p.in[1].shape, p.in[0].shape);
+  const Taps t = make_taps(g, d.kh, d.kw, d.h, d.wd, d.oh, d.ow);
+  const int64_t sw = g.stride[1], ow = d.ow;
+  std::vector<C> acc(static_cast<size_t>(d.h * d.wd));
+  for (int64_t n = 0; n < d.n_batch; ++n) {
+    for (int64_t c = 0; c < d.cin; ++c) {
       std::fill(acc.begin(), acc.end(), C(0));
-      const int64_t grp = c / cg, cc = c % cg;
-      for (int64_t o = grp * og; o < (grp + 1) * og; ++o) {
-        const T* dp = dy + (n * o_all + o) * oh * ow;
-        const T* wp = w + (o * cg + cc) * kh * kw;
-        for (int64_t i = 0; i < kh; ++i) {
-          for (int64_t j = 0; j < kw; ++j) {
-            const C wv = load(wp[i * kw + j]);
-            const Tap &rt = t.row(i), &ct = t.col(j);
-            for (int64_t r = rt.out.lo; r < rt.out.hi; ++r) {
-              const int64_t base = (r * g.stride[0] + rt.off) * wd + ct.off;
-              C* ar = acc.data();
-              const T* dr = dp + r * ow;
-              if (sw == 1) {
-                for (int64_t q = ct.out.lo; q < ct.out.hi; ++q) ar[base + q] += wv * load(dr[q]);
-              } else {
-                for (int64_t q = ct.out.lo; q < ct.out.hi; ++q) ar[base + q * sw] += wv * load(dr[q]);
-              }
+      const int64_t grp = c / d.cg, cc = c % d.cg;
+      for (int64_t o = grp * d.og; o < (grp + 1) * d.og; ++o) {
+        const T* dp = dy + (n * d.o_all + o) * d.oh * ow;
+        const T* wp = w + (o * d.cg + cc) * d.kh * d.kw;
+        for_each_tap(g, t, d, [&](const TapRows& tr) {
+          const C wv = load(wp[tr.k]);
+          for (int64_t r = tr.r_lo; r < tr.r_hi; ++r) {
+            const int64_t base = tr.base(r);
+            C* ar = acc.data();
+            const T* dr = dp + r * ow;
+            if (sw == 1) {
+              for (int64_t q = tr.q_lo; q < tr.q_hi; ++q) ar[base + q] += wv * load(dr[q]);
+            } else {
+              for (int64_t q = tr.q_lo; q < tr.q_hi; ++q) ar[base + q * sw] += wv * load(dr[q]);
             }
           }
-        }
+        });
       }
-      T* xp = dx + (n * cin + c) * h * wd;
-      for (int64_t k = 0; k < h * wd; ++k) xp[k] = store<T>(acc[static_cast<size_t>(k)]);
+      T* xp = dx + (n * d.cin + c) * d.h * d.wd;
+      for (int64_t k = 0; k < d.h * d.wd; ++k) xp[k] = store<T>(acc[static_cast<size_t>(k)]);
     }
   }
 }
@@ -147,36 +166,30 @@ void backward_data_t(const KernelPlan& p, const T* dy, const T* w, T* dx) {
 template <class T>
 void backward_weight_t(const KernelPlan& p, const T* x, const T* dy, T* dw) {
   const Geom& g = p.get<Geom>();
-  const Shape &xs = p.in[0].shape, &dys = p.in[1].shape, &ws = p.out[0].shape;
-  const int64_t n_batch = xs.dims[0], cin = xs.dims[1], h = xs.dims[2], wd = xs.dims[3];
-  const int64_t o_all = ws.dims[0], cg = ws.dims[1], kh = ws.dims[2], kw = ws.dims[3];
-  const int64_t oh = dys.dims[2], ow = dys.dims[3], og = o_all / g.groups;
-  const Taps t = make_taps(g, kh, kw, h, wd, oh, ow);
-  const int64_t sw = g.stride[1];
-  std::vector<double> acc(static_cast<size_t>(kh * kw));
-  for (int64_t o = 0; o < o_all; ++o) {
-    const int64_t c0 = (o / og) * cg;
-    for (int64_t c = 0; c < cg; ++c) {
+  const Dims d = dims_of(g, p.in[0].shape, p.out[0].shape, p.in[1].shape);
+  const Taps t = make_taps(g, d.kh, d.kw, d.h, d.wd, d.oh, d.ow);
+  const int64_t sw = g.stride[1], ow = d.ow;
+  std::vector<double> acc(static_cast<size_t>(d.kh * d.kw));
+  for (int64_t o = 0; o < d.o_all; ++o) {
+    const int64_t c0 = (o / d.og) * d.cg;
+    for (int64_t c = 0; c < d.cg; ++c) {
       std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t n = 0; n < n_batch; ++n) {
-        const T* xp = x + (n * cin + c0 + c) * h * wd;
-        const T* dp = dy + (n * o_all + o) * oh * ow;
-        for (int64_t i = 0; i < kh; ++i) {
-          for (int64_t j = 0; j < kw; ++j) {
-            const Tap &rt = t.row(i), &ct = t.col(j);
-            double s = 0;
-            for (int64_t r = rt.out.lo; r < rt.out.hi; ++r) {
-              const int64_t base = (r * g.stride[0] + rt.off) * wd + ct.off;
-              const T* dr = dp + r * ow;
-              for (int64_t q = ct.out.lo; q < ct.out.hi; ++q)
-                s += static_cast<double>(load(dr[q])) * static_cast<double>(load(xp[base + q * sw]));
-            }
-            acc[static_cast<size_t>(i * kw + j)] += s;
+      for (int64_t n = 0; n < d.n_batch; ++n) {
+        const T* xp = x + (n * d.cin + c0 + c) * d.h * d.wd;
+        const T* dp = dy + (n * d.o_all + o) * d.oh * ow;
+        for_each_tap(g, t, d, [&](const TapRows& tr) {
+          double s = 0;
+          for (int64_t r = tr.r_lo; r < tr.r_hi; ++r) {
+            const int64_t base = tr.base(r);
+            const T* dr = dp + r * ow;
+            for (int64_t q = tr.q_lo; q < tr.q_hi; ++q)
+              s += static_cast<double>(load(dr[q])) * static_cast<double>(load(xp[base + q * sw]));
           }
-        }
+          acc[static_cast<size_t>(tr.k)] += s;
+        });
       }
-      T* wp = dw + (o * cg + c) * kh * kw;
-      for (int64_t k = 0; k < kh * kw; ++k) wp[k] = store<T>(acc[static_cast<size_t>(k)]);
+      T* wp = dw + (o * d.cg + c) * d.kh * d.kw;
+      for (int64_t k = 0; k < d.kh * d.kw; ++k) wp[k] = store<T>(acc[static_cast<size_t>(k)]);
     }
   }
 }
@@ -257,53 +270,37 @@ spora_plugin_error_t* check_dtypes(const KernelPlan& p) {
   return nullptr;
 }
 
-spora_plugin_error_t* plan_forward(KernelPlan& p) {
-  if (auto* e = expect_operands(p, p.op == "conv2d_bias" ? 3 : 2, 1)) return e;
+// Plans one of the three kernels. Operands are (in[0], in[1]) -> out[0] in
+// every case; as (x, w, y) of the forward convolution they are (x, w) -> y,
+// (dy, w) -> dx and (x, dy) -> dw.
+template <Kind K>
+spora_plugin_error_t* plan(KernelPlan& p) {
+  const bool bias = K == Kind::kForward && p.op == "conv2d_bias";
+  if (auto* e = expect_operands(p, bias ? 3 : 2, 1)) return e;
   if (auto* e = check_dtypes(p)) return e;
   Geom g;
   if (auto* e = parse_geom(p, &g)) return e;
-  const Shape &x = p.in[0].shape, &w = p.in[1].shape, &y = p.out[0].shape;
-  if (!channels_agree(g, x, w, y) || !forward_relation(g, x, w, y))
-    return invalid(p, "shapes " + x.str() + ", " + w.str() + " -> " + y.str() + " do not fit the attributes");
-  if (p.num_inputs == 3 && (p.in[2].shape.rank != 1 || p.in[2].shape.dims[0] != w.dims[0]))
+  const Shape &a = p.in[0].shape, &b = p.in[1].shape, &out = p.out[0].shape;
+  const Shape& x = K == Kind::kData ? out : a;
+  const Shape& w = K == Kind::kWeight ? out : b;
+  const Shape& y = K == Kind::kForward ? out : K == Kind::kData ? a : b;
+  // Backward data leaves the output size free (conv2d_transpose's
+  // output_padding), so only channels are checked there.
+  if (!channels_agree(g, x, w, y) || (K != Kind::kData && !forward_relation(g, x, w, y)))
+    return invalid(p, "shapes " + a.str() + ", " + b.str() + " -> " + out.str() + " do not fit the attributes");
+  if (bias && (p.in[2].shape.rank != 1 || p.in[2].shape.dims[0] != w.dims[0]))
     return invalid(p, "bias must have one value per output channel");
   p.state = std::make_shared<Geom>(g);
-  p.run = run<Kind::kForward>;
-  return nullptr;
-}
-
-spora_plugin_error_t* plan_data(KernelPlan& p) {
-  if (auto* e = expect_operands(p, 2, 1)) return e;
-  if (auto* e = check_dtypes(p)) return e;
-  Geom g;
-  if (auto* e = parse_geom(p, &g)) return e;
-  const Shape &dy = p.in[0].shape, &w = p.in[1].shape, &dx = p.out[0].shape;
-  if (!channels_agree(g, dx, w, dy))
-    return invalid(p, "shapes " + dy.str() + ", " + w.str() + " -> " + dx.str() + " do not fit the attributes");
-  p.state = std::make_shared<Geom>(g);
-  p.run = run<Kind::kData>;
-  return nullptr;
-}
-
-spora_plugin_error_t* plan_weight(KernelPlan& p) {
-  if (auto* e = expect_operands(p, 2, 1)) return e;
-  if (auto* e = check_dtypes(p)) return e;
-  Geom g;
-  if (auto* e = parse_geom(p, &g)) return e;
-  const Shape &x = p.in[0].shape, &dy = p.in[1].shape, &dw = p.out[0].shape;
-  if (!channels_agree(g, x, dw, dy) || !forward_relation(g, x, dw, dy))
-    return invalid(p, "shapes " + x.str() + ", " + dy.str() + " -> " + dw.str() + " do not fit the attributes");
-  p.state = std::make_shared<Geom>(g);
-  p.run = run<Kind::kWeight>;
+  p.run = run<K>;
   return nullptr;
 }
 
 void register_kernels(KernelTable& t) {
-  t.add({"conv2d", "ref", plan_forward});
-  t.add({"conv2d_bias", "ref", plan_forward});
-  t.add({"conv2d_grad_input", "ref", plan_data});
-  t.add({"conv2d_transpose", "ref", plan_data});
-  t.add({"conv2d_grad_weight", "ref", plan_weight});
+  t.add({"conv2d", "ref", plan<Kind::kForward>});
+  t.add({"conv2d_bias", "ref", plan<Kind::kForward>});
+  t.add({"conv2d_grad_input", "ref", plan<Kind::kData>});
+  t.add({"conv2d_transpose", "ref", plan<Kind::kData>});
+  t.add({"conv2d_grad_weight", "ref", plan<Kind::kWeight>});
 }
 SPORA_REFERENCE_KERNELS(register_kernels);
 

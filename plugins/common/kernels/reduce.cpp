@@ -12,21 +12,12 @@
 #include <vector>
 
 #include "kernel_plan.h"
+#include "reduce_ops.h"
 
 namespace spora::plugin {
 namespace {
 
-enum class Kind { kSum, kMean, kMax, kMin, kProd, kLogSumExp, kVar, kStd, kArgMax, kArgMin };
-
-struct KindName {
-  const char* op;
-  Kind kind;
-};
-constexpr KindName kKinds[] = {
-    {"sum", Kind::kSum},   {"mean", Kind::kMean},           {"max", Kind::kMax}, {"min", Kind::kMin},
-    {"prod", Kind::kProd}, {"logsumexp", Kind::kLogSumExp}, {"var", Kind::kVar}, {"std", Kind::kStd},
-    {"argmax", Kind::kArgMax}, {"argmin", Kind::kArgMin},
-};
+using Kind = ReduceKind;
 
 struct State {
   Kind kind;
@@ -34,12 +25,6 @@ struct State {
   int64_t count;       // input elements per output
   int64_t correction;  // var, std
 };
-
-template <class C>
-inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) return v != v;
-  else return false;
-}
 
 // Folds every input element into its output's accumulator, in memory order:
 // add(acc, v, pos, o), pos being the element's row-major position among the
@@ -216,14 +201,7 @@ bool dtype_fits(Kind k, int32_t dt) {
 spora_plugin_error_t* plan(KernelPlan& p) {
   if (auto* e = expect_operands(p, 1, 1)) return e;
   State s{};
-  bool known = false;
-  for (const auto& k : kKinds) {
-    if (p.op == k.op) {
-      s.kind = k.kind;
-      known = true;
-    }
-  }
-  if (!known) return unsupported(p, "not a reduction");
+  if (!reduce_kind_of(p.op, &s.kind)) return unsupported(p, "not a reduction");
   const bool is_arg = s.kind == Kind::kArgMax || s.kind == Kind::kArgMin;
   const int32_t dt = p.in[0].dtype;
   if (!dtype_fits(s.kind, dt)) return unsupported(p, std::string("dtype ") + dtype_name(dt) + " has no kernel");
@@ -256,7 +234,7 @@ spora_plugin_error_t* plan(KernelPlan& p) {
 }
 
 void register_kernels(KernelTable& t) {
-  for (const auto& k : kKinds) t.add({k.op, "ref", plan});
+  for (const auto& k : kReduceKinds) t.add({k.op, "ref", plan});
 }
 SPORA_REFERENCE_KERNELS(register_kernels);
 

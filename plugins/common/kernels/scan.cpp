@@ -6,25 +6,10 @@
 #include <vector>
 
 #include "kernel_plan.h"
+#include "reduce_ops.h"
 
 namespace spora::plugin {
 namespace {
-
-struct Lines {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-
-// The lines along `axis` of `s`; false when the axis is out of range.
-bool lines_of(const Shape& s, int64_t axis, Lines* l) {
-  if (s.rank == 0) return axis == 0 || axis == -1;
-  if (axis < 0 || axis >= s.rank) return false;
-  for (int i = 0; i < s.rank; ++i) {
-    if (i < axis) l->outer *= s.dims[i];
-    if (i == axis) l->n = s.dims[i];
-    if (i > axis) l->inner *= s.dims[i];
-  }
-  return true;
-}
 
 bool is_float_dtype(int32_t dt) {
   return dt == SPORA_DTYPE_F32 || dt == SPORA_DTYPE_F64 || dt == SPORA_DTYPE_F16 || dt == SPORA_DTYPE_BF16;
@@ -112,32 +97,9 @@ struct TopkState {
 };
 
 template <class C>
-struct Item {
-  C v;
-  int64_t i;
-};
-
+using Item = TopkItem<C>;
 template <class C>
-inline bool is_nan(C v) {
-  if constexpr (std::is_floating_point_v<C>) return v != v;
-  else return false;
-}
-
-// The selection order: larger (smaller) first, NaN above every number, ties
-// to the lower index. A total order, so any selection algorithm agrees.
-template <class C>
-struct First {
-  bool largest;
-  bool operator()(const Item<C>& a, const Item<C>& b) const {
-    const bool na = is_nan(a.v), nb = is_nan(b.v);
-    if (na || nb) {
-      if (na && nb) return a.i < b.i;
-      return largest ? na : nb;
-    }
-    if (a.v != b.v) return largest ? a.v > b.v : a.v < b.v;
-    return a.i < b.i;
-  }
-};
+using First = TopkFirst<C>;
 
 template <class T>
 void topk_t(const TopkState& s, const T* x, T* values, int64_t* indices) {

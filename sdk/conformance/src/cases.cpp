@@ -1,6 +1,7 @@
 #include "cases.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -16,22 +17,25 @@ namespace {
 
 // ---- 16-bit floats: round to nearest even, like numpy ----
 
-uint16_t f32_to_f16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, 4);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t mag = x & 0x7FFFFFFFu;
-  if (mag >= 0x7F800000u) return static_cast<uint16_t>(sign | (mag > 0x7F800000u ? 0x7E00u : 0x7C00u));
-  if (mag >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds to infinity
-  if (mag < 0x38800000u) {  // below 2^-14: a subnormal half (or zero)
-    float v;
-    std::memcpy(&v, &mag, 4);
-    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(v * 16777216.0f)));  // units of 2^-24
+// float64 -> float16 rounded once, to nearest even, as numpy's astype from
+// float64 does (through float32 it would round twice).
+uint16_t f64_to_f16(double v) {
+  const uint16_t sign = std::signbit(v) ? 0x8000u : 0u;
+  if (std::isnan(v)) return static_cast<uint16_t>(sign | 0x7E00u);
+  const double a = std::fabs(v);
+  // The largest half is 65504; from halfway to the next binade up, infinity.
+  if (a >= 65520.0) return static_cast<uint16_t>(sign | 0x7C00u);
+  // Below 2^-14: a subnormal half in units of 2^-24 (1024 of them is the
+  // smallest normal, whose encoding is the same number).
+  if (a < 0x1p-14) return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 0x1p24)));
+  int e = 0;
+  const double f = std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1), e in [-13, 16]
+  double m = std::nearbyint(std::ldexp(f, 11));  // 11 significant bits: [1024, 2048]
+  if (m == 2048.0) {
+    m = 1024.0;
+    ++e;
   }
-  uint32_t h = (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3FFu);
-  const uint32_t rest = mag & 0x1FFFu;
-  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
-  return static_cast<uint16_t>(sign | h);
+  return static_cast<uint16_t>(sign | (static_cast<uint32_t>(e + 14) << 10) | (static_cast<uint32_t>(m) - 1024u));
 }
 
 float f16_to_f32(uint16_t h) {
@@ -88,8 +92,7 @@ int64_t numel(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Element i as a double (floats) or exactly (integers, as int64 in a double
-// only within 2^53, which every case's values are).
+// Element i of a float tensor as a double.
 double element(const HostTensor& t, size_t i) {
   const unsigned char* p = t.bytes.data() + i * dtype_bytes(t.dtype);
   switch (t.dtype) {
@@ -97,8 +100,17 @@ double element(const HostTensor& t, size_t i) {
     case SPORA_DTYPE_F64: { double v; std::memcpy(&v, p, 8); return v; }
     case SPORA_DTYPE_F16: { uint16_t v; std::memcpy(&v, p, 2); return f16_to_f32(v); }
     case SPORA_DTYPE_BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16_to_f32(v); }
+    default: return 0;
+  }
+}
+
+// Element i of an integer or bool tensor, exactly (an i64 through a double
+// would lose its low bits beyond 2^53 and hide a difference there).
+int64_t element_int(const HostTensor& t, size_t i) {
+  const unsigned char* p = t.bytes.data() + i * dtype_bytes(t.dtype);
+  switch (t.dtype) {
     case SPORA_DTYPE_I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-    case SPORA_DTYPE_I64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
+    case SPORA_DTYPE_I64: { int64_t v; std::memcpy(&v, p, 8); return v; }
     case SPORA_DTYPE_U8: return *p;
     case SPORA_DTYPE_BOOL: return *p != 0;
     default: return 0;
@@ -106,17 +118,40 @@ double element(const HostTensor& t, size_t i) {
 }
 
 // Stores value `v` as dtype `d` the way numpy's astype does for the case's
-// inputs: floats round to nearest (bf16 through f32), integer types
-// truncate toward zero and wrap, bool is v != 0.
+// inputs: floats round to nearest (bf16 through f32, as the harness does),
+// integer types truncate toward zero and wrap, bool is v != 0. The caller
+// keeps `v` within int64 for integer types; rounding at the edge saturates.
 void store(spora_dtype_t d, double v, unsigned char* p) {
+  const auto to_int64 = [](double x) -> int64_t {
+    if (!(x > -0x1p63)) return std::isnan(x) ? 0 : INT64_MIN;
+    return x < 0x1p63 ? static_cast<int64_t>(x) : INT64_MAX;
+  };
   switch (d) {
     case SPORA_DTYPE_F32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
     case SPORA_DTYPE_F64: std::memcpy(p, &v, 8); break;
-    case SPORA_DTYPE_F16: { const uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case SPORA_DTYPE_F16: { const uint16_t h = f64_to_f16(v); std::memcpy(p, &h, 2); break; }
     case SPORA_DTYPE_BF16: { const uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
-    case SPORA_DTYPE_I32: { const auto i = static_cast<int32_t>(static_cast<uint32_t>(static_cast<int64_t>(v))); std::memcpy(p, &i, 4); break; }
-    case SPORA_DTYPE_I64: { const auto i = static_cast<int64_t>(v); std::memcpy(p, &i, 8); break; }
-    case SPORA_DTYPE_U8: *p = static_cast<unsigned char>(static_cast<int64_t>(v) & 0xFF); break;
+    case SPORA_DTYPE_I32: { const auto i = static_cast<int32_t>(static_cast<uint32_t>(to_int64(v))); std::memcpy(p, &i, 4); break; }
+    case SPORA_DTYPE_I64: { const auto i = to_int64(v); std::memcpy(p, &i, 8); break; }
+    case SPORA_DTYPE_U8: *p = static_cast<unsigned char>(static_cast<uint64_t>(to_int64(v)) & 0xFFu); break;
+    case SPORA_DTYPE_BOOL: *p = v != 0 ? 1 : 0; break;
+    default: break;
+  }
+}
+
+// Stores integer `v` (int:, bool and arange inputs, which the harness makes
+// as int64 arrays) as dtype `d`: exactly into i64, never through a double,
+// so i64 inputs beyond 2^53 keep their low bits (a kernel that reads i64
+// through a double must fail); f32 and bf16 round once from the integer.
+void store_int(spora_dtype_t d, int64_t v, unsigned char* p) {
+  switch (d) {
+    case SPORA_DTYPE_F32: { const float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
+    case SPORA_DTYPE_F64: { const double f = static_cast<double>(v); std::memcpy(p, &f, 8); break; }
+    case SPORA_DTYPE_F16: { const uint16_t h = f64_to_f16(static_cast<double>(v)); std::memcpy(p, &h, 2); break; }
+    case SPORA_DTYPE_BF16: { const uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(p, &h, 2); break; }
+    case SPORA_DTYPE_I32: { const auto i = static_cast<int32_t>(static_cast<uint32_t>(v)); std::memcpy(p, &i, 4); break; }
+    case SPORA_DTYPE_I64: std::memcpy(p, &v, 8); break;
+    case SPORA_DTYPE_U8: *p = static_cast<unsigned char>(static_cast<uint64_t>(v) & 0xFFu); break;
     case SPORA_DTYPE_BOOL: *p = v != 0 ? 1 : 0; break;
     default: break;
   }
@@ -311,18 +346,37 @@ std::vector<HostTensor> make_inputs(const Case& c, Rng& rng) {
         throw std::runtime_error(c.id + ": init '" + init + "' has a bad bound '" + parts[i] + "'");
       return v;
     };
+    // int:LO:HI bounds are integers, parsed exactly (like the harness's int()).
+    auto int_arg = [&](size_t i) {
+      if (parts.size() <= i) throw std::runtime_error(c.id + ": init '" + init + "' needs int:LO:HI");
+      char* end = nullptr;
+      errno = 0;
+      const long long v = std::strtoll(parts[i].c_str(), &end, 10);
+      if (end == parts[i].c_str() || *end != '\0' || errno == ERANGE)
+        throw std::runtime_error(c.id + ": init '" + init + "' has a bound '" + parts[i] + "' that is not an int64");
+      return static_cast<int64_t>(v);
+    };
     enum class Kind { kNormal, kPositive, kUniform, kInt, kBool, kArange };
     Kind gen;
     double lo = 0, hi = 0;
+    int64_t ilo = 0, ihi = 0;
     if (kind == "normal") {
       gen = Kind::kNormal;
     } else if (kind == "positive") {
       gen = Kind::kPositive;
-    } else if (kind == "uniform" || kind == "int") {
-      gen = kind == "int" ? Kind::kInt : Kind::kUniform;
+    } else if (kind == "uniform") {
+      gen = Kind::kUniform;
       lo = arg(1);
       hi = arg(2);
       if (!(hi > lo)) throw std::runtime_error(c.id + ": init '" + init + "' has an empty range");
+      // Truncating to an integer dtype is defined only within int64.
+      if (!is_float(dt) && !(lo >= -0x1p63 && hi < 0x1p63))
+        throw std::runtime_error(c.id + ": init '" + init + "' reaches outside int64 for a " + dt_name + " input");
+    } else if (kind == "int") {
+      gen = Kind::kInt;
+      ilo = int_arg(1);
+      ihi = int_arg(2);
+      if (!(ihi > ilo)) throw std::runtime_error(c.id + ": init '" + init + "' has an empty range");
     } else if (kind == "bool") {
       gen = Kind::kBool;
     } else if (kind == "arange") {
@@ -330,7 +384,9 @@ std::vector<HostTensor> make_inputs(const Case& c, Rng& rng) {
     } else {
       throw std::runtime_error(c.id + ": unknown init '" + init + "'");
     }
-    const auto span = static_cast<uint64_t>(hi - lo);
+    // [ilo, ihi) has ihi - ilo values; unsigned arithmetic, since the span
+    // of int64 bounds can exceed INT64_MAX.
+    const uint64_t span = static_cast<uint64_t>(ihi) - static_cast<uint64_t>(ilo);
     HostTensor t;
     t.dtype = dt;
     t.shape = spec.shape;
@@ -338,16 +394,17 @@ std::vector<HostTensor> make_inputs(const Case& c, Rng& rng) {
     const size_t width = dtype_bytes(dt);
     t.bytes.assign(static_cast<size_t>(n) * width, 0);
     for (int64_t i = 0; i < n; ++i) {
-      double v = 0;
+      unsigned char* p = t.bytes.data() + static_cast<size_t>(i) * width;
       switch (gen) {
-        case Kind::kNormal: v = rng.normal(); break;
-        case Kind::kPositive: v = 0.1 + 2.9 * rng.uniform(); break;
-        case Kind::kUniform: v = lo + (hi - lo) * rng.uniform(); break;
-        case Kind::kInt: v = lo + static_cast<double>(rng.next() % span); break;
-        case Kind::kBool: v = static_cast<double>(rng.next() >> 63); break;
-        case Kind::kArange: v = static_cast<double>(i); break;
+        case Kind::kNormal: store(dt, rng.normal(), p); break;
+        case Kind::kPositive: store(dt, 0.1 + 2.9 * rng.uniform(), p); break;
+        case Kind::kUniform: store(dt, lo + (hi - lo) * rng.uniform(), p); break;
+        case Kind::kInt:
+          store_int(dt, static_cast<int64_t>(static_cast<uint64_t>(ilo) + rng.next() % span), p);
+          break;
+        case Kind::kBool: store_int(dt, static_cast<int64_t>(rng.next() >> 63), p); break;
+        case Kind::kArange: store_int(dt, i, p); break;
       }
-      store(dt, v, t.bytes.data() + static_cast<size_t>(i) * width);
     }
     out.push_back(std::move(t));
   }
@@ -392,7 +449,21 @@ std::string compare(const HostTensor& got, const HostTensor& want, double rtol, 
   const size_t n = static_cast<size_t>(numel(got.shape));
   if (got.bytes.size() != n * dtype_bytes(got.dtype) || want.bytes.size() != got.bytes.size())
     return "size mismatch reading the outputs";
-  const bool exact = !is_float(got.dtype) || (rtol == 0 && atol == 0);
+  char buf[256];
+  if (!is_float(got.dtype)) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (element_int(got, i) != element_int(want, i)) {
+        if (!bad) first = i;
+        ++bad;
+      }
+    }
+    if (!bad) return "";
+    std::snprintf(buf, sizeof buf, "%zu of %zu elements differ; first at flat index %zu: got %lld, cpu %lld", bad, n,
+                  first, static_cast<long long>(element_int(got, first)), static_cast<long long>(element_int(want, first)));
+    return buf;
+  }
+  const bool exact = rtol == 0 && atol == 0;
   size_t bad = 0, first = 0;
   double worst = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -409,7 +480,6 @@ std::string compare(const HostTensor& got, const HostTensor& want, double rtol, 
     }
   }
   if (!bad) return "";
-  char buf[256];
   const bool f64 = got.dtype == SPORA_DTYPE_F64;
   std::snprintf(buf, sizeof buf, f64 ? "%zu of %zu elements differ; first at flat index %zu: got %.17g, cpu %.17g"
                                      : "%zu of %zu elements differ; first at flat index %zu: got %.9g, cpu %.9g",

@@ -8,6 +8,8 @@
 // uniform:LO:HI | int:LO:HI (default int:0:10 for the rest) | bool | arange;
 // "dtype" = a fixed dtype for inputs that do not follow the case's dtype.
 // "numpy" and "ref" concern only the numpy comparison of tests/backend.
+// Inputs follow harness.py's make_input: int, bool and arange values are
+// integers stored exactly (i64 beyond 2^53 too), floats round once.
 #pragma once
 
 #include <spora/spora.h>
