@@ -115,6 +115,7 @@ spora_status_t spora_tensor_wrap(spora_device_t* device, spora_dtype_t dtype, co
                                                static_cast<size_t>(n) * es, std::move(release));
     t.dtype = dtype;
     t.shape = s;
+    t.id = spora::new_tensor_id();  // a user-visible value: the tape keys by it
     *out = new spora_tensor{std::move(t)};
   });
 }

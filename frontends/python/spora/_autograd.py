@@ -1,16 +1,15 @@
 """spora.grad and spora.value_and_grad (MindSpore semantics).
 
-The function is recorded into a graph, the graph is differentiated with
-spora_graph_grad, and the gradient graph runs:
-  - PyNative (no enclosing trace): the function runs eagerly while it is
-    recorded ("record" mode), so Python control flow on tensor values works;
-    the gradient graph then runs op by op (spora_graph_run_eager);
-  - inside jit or another grad: the gradient graph is inlined into the
-    enclosing graph (spora_graph_inline), so a whole training step compiles
-    as one graph and higher-order gradients come from nesting.
+  - PyNative (no enclosing trace): the function runs eagerly under a started
+    eager tape (spora_tape_*), and spora_tape_gradient runs the backward ops
+    on the recorded forward values. Python control flow on tensor values
+    works; tapes nest, which gives higher-order gradients.
+  - Inside jit (or a grad being traced there): the function is traced into
+    its own graph, differentiated with spora_graph_grad, and the gradient
+    graph is inlined into the enclosing graph (spora_graph_inline), so a
+    whole training step -- forward, grad, optimizer update -- compiles as one
+    graph, and nesting gives higher orders there too.
   - GRAPH_MODE at top level: the grad function itself runs through spora.jit.
-(The eager tape C API, when it lands, can replace record mode without
-changing this interface.)
 """
 from . import _C
 from . import _context
@@ -58,9 +57,20 @@ class GradFunction:
             return self._jit(*args, **kwargs)
         return self._impl(*args, **kwargs)
 
+    def _split(self, out):
+        if self.has_aux:
+            if not isinstance(out, tuple) or len(out) < 2:
+                raise ValueError("[grad] has_aux=True needs the function to return a tuple (out, aux...)")
+            return out[0], tuple(out[1:])
+        return out, ()
+
     def _impl(self, *args, **kwargs):
         parent = _C.current_trace()
-        record = parent is None or parent.record
+        if parent is None:
+            return self._impl_tape(args, kwargs)
+        return self._impl_traced(parent, args, kwargs)
+
+    def _impl_traced(self, parent, args, kwargs):
         positions = _positions(self.grad_position, len(args))
         weights = _weights_list(self.weights)
         if not positions and not weights:
@@ -73,7 +83,7 @@ class GradFunction:
         device = device or _C.get_device()
 
         state = TraceState("inner")
-        trace = state.open(_C.Graph("grad"), record, device)
+        trace = state.open(_C.Graph("grad"), device)
         try:
             args = list(args)
             wrt = []
@@ -84,7 +94,7 @@ class GradFunction:
                 if not a.dtype.is_floating_point:
                     raise TypeError(f"[grad] argument {i} is {a.dtype.name}; gradients need a floating-point tensor")
                 v = state.bind_input(a, f"arg{i}")
-                args[i] = _C.symbolic(trace, v, a if record else None)
+                args[i] = _C.symbolic(trace, v)
                 wrt.append(v)
             for w in weights:
                 if not isinstance(w, Tensor) or not w.dtype.is_floating_point:
@@ -96,12 +106,7 @@ class GradFunction:
                 out = self.fn(*args, **kwargs)
             finally:
                 _C.pop_trace(trace)
-            if self.has_aux:
-                if not isinstance(out, tuple) or len(out) < 2:
-                    raise ValueError("[grad] has_aux=True needs the function to return a tuple (out, aux...)")
-                loss, aux = out[0], tuple(out[1:])
-            else:
-                loss, aux = out, ()
+            loss, aux = self._split(out)
             if isinstance(loss, (tuple, list)):
                 # Several outputs: the gradient of their sum (MindSpore's
                 # sens of ones); the value keeps them all.
@@ -117,7 +122,7 @@ class GradFunction:
             else:
                 fwd = [loss]
             n_val = len(fwd)
-            aux_vals = [] if record else [state.value(a) for a in aux if isinstance(a, Tensor)]
+            aux_vals = [state.value(a) for a in aux if isinstance(a, Tensor)]
             assigned = list(state.assigned.values())
             outputs = [state.value(t) for t in fwd] + aux_vals + [state.value(v) for _, v in assigned]
             trace.graph.set_outputs(outputs)
@@ -125,31 +130,21 @@ class GradFunction:
         finally:
             trace.close()  # also on errors: the trace holds tensors and Python state
 
+        # The gradient graph becomes part of the enclosing one.
         n_fwd = len(outputs)
-        if record:
-            res = gg.run_eager(device, state.bindings)
-            if parent is not None:  # keep it differentiable for the enclosing grad
-                pv = [parent.state.value(b) for b in state.bindings]
-                res = [_C.symbolic(parent, v, r) for v, r in zip(parent.graph.inline(gg, pv), res)]
-        else:
-            pv = [parent.state.value(b) for b in state.bindings]
-            res = [_C.symbolic(parent, v) for v in parent.graph.inline(gg, pv)]
-
+        pv = [parent.state.value(b) for b in state.bindings]
+        res = [_C.symbolic(parent, v) for v in parent.graph.inline(gg, pv)]
         values = res[:n_val]
-        if not record:
-            it = iter(res[n_val:n_val + len(aux_vals)])
-            aux = tuple(next(it) if isinstance(a, Tensor) else a for a in aux)
-        else:
-            aux = tuple(a._detach() if isinstance(a, Tensor) and _C.has_value(a) else a for a in aux)
-        new_vals = res[n_fwd - len(assigned):n_fwd]
-        for (p, _), nv in zip(assigned, new_vals):
-            if parent is None:
-                p._set_value(nv)
-            else:
-                parent.state.assign(p, nv)
+        it = iter(res[n_val:n_val + len(aux_vals)])
+        aux = tuple(next(it) if isinstance(a, Tensor) else a for a in aux)
+        for (p, _), nv in zip(assigned, res[n_fwd - len(assigned):n_fwd]):
+            parent.state.assign(p, nv)
         grads = res[n_fwd:]
 
-        gp, gw = grads[:len(positions)], grads[len(positions):]
+        return self._result(values, aux, grads, len(positions))
+
+    def _result(self, values, aux, grads, npos):
+        gp, gw = grads[:npos], grads[npos:]
         if isinstance(self.grad_position, int):
             pos_out = gp[0]
         else:
@@ -161,10 +156,7 @@ class GradFunction:
         else:
             g_out = (pos_out, tuple(gw))
 
-        if len(values) > 1:
-            value = tuple(values[1:])
-        else:
-            value = values[0]
+        value = tuple(values[1:]) if len(values) > 1 else values[0]
         if self.has_aux:
             value = (value,) + aux
         if self.with_value:
@@ -172,6 +164,47 @@ class GradFunction:
         if self.has_aux:
             return g_out, aux
         return g_out
+
+    def _impl_tape(self, args, kwargs):
+        positions = _positions(self.grad_position, len(args))
+        weights = _weights_list(self.weights)
+        if not positions and not weights:
+            raise ValueError("[grad] nothing to differentiate: grad_position is None and no weights given")
+        args = list(args)
+        sources = []
+        for i in positions:
+            a = args[i]
+            if not isinstance(a, Tensor):
+                a = args[i] = Tensor(a)
+            if not a.dtype.is_floating_point:
+                raise TypeError(f"[grad] argument {i} is {a.dtype.name}; gradients need a floating-point tensor")
+            sources.append(a)
+        for w in weights:
+            if not isinstance(w, Tensor) or not w.dtype.is_floating_point:
+                raise TypeError("[grad] weights must be floating-point Parameters")
+            sources.append(w)
+        tape = _C.Tape()
+        for x in sources:
+            tape.watch(x)
+        tape.start()
+        try:
+            out = self.fn(*args, **kwargs)
+            loss, aux = self._split(out)
+            if isinstance(loss, (tuple, list)):
+                # Several outputs: the gradient of their sum; the value keeps them all.
+                parts = list(loss)
+                total = parts[0].sum()
+                for p in parts[1:]:
+                    total = total + p.sum()
+                values = [total] + parts
+            else:
+                values = [loss]
+        finally:
+            tape.stop()
+        if not isinstance(values[0], Tensor):
+            raise TypeError("[grad] the function must return a Tensor (or a tuple whose first item is one)")
+        grads = tape.gradient(values[0], sources)
+        return self._result(values, aux, grads, len(positions))
 
 
 def grad(fn, grad_position=0, weights=None, has_aux=False):

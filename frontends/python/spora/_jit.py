@@ -29,16 +29,27 @@ _EAGER = object()
 
 
 class _Entry:
-    __slots__ = ("exe", "weights", "weight_sigs", "out_def", "out_static", "n_out", "assigned", "graph_text")
+    __slots__ = ("exe", "weights", "weight_sigs", "out_def", "out_static", "n_out", "assigned", "graph_text",
+                 "single")
+
+    def weights_current(self):
+        """The Parameters bound as weights still have the dtype and shape the
+        graph was compiled for (set_data may change them)."""
+        for w, s in zip(self.weights, self.weight_sigs):
+            if w._sig() != s:
+                return False
+        return True
 
     def run(self, tensors):
-        outs = self.exe.run(tensors + self.weights)
+        outs = self.exe.run(tensors + self.weights if self.weights else tensors)
+        if self.single:  # one tensor out, nothing written back: the common case
+            return outs[0]
         n = self.n_out
         for p, o in zip(self.assigned, outs[n:]):
             p._set_value(o)
         it = iter(outs[:n])
         leaves = [next(it) if s is _TENSOR else s for s in self.out_static]
-        return _tree.unflatten(self.out_def, leaves)
+        return _tree.unflatten(_tree.LEAF if self.out_def is None else self.out_def, leaves)
 
 
 _TENSOR = object()
@@ -67,6 +78,7 @@ class JitFunction:
         self.device = device
         self.stats = {"traces": 0, "hits": 0, "eager_calls": 0}
         self._cache = {}
+        self._fast = {}  # positional plain-Tensor calls: key is the tuple of signatures
         self._eager = None  # "file:line" once the function fell back
 
     def __get__(self, obj, objtype=None):
@@ -82,6 +94,7 @@ class JitFunction:
 
     def cache_clear(self):
         self._cache.clear()
+        self._fast.clear()
 
     def _call(self, args, kwargs):
         if _C.current_trace() is not None:  # inside another trace: inline
@@ -89,6 +102,17 @@ class JitFunction:
         if self._eager is not None:
             self.stats["eager_calls"] += 1
             return self.fn(*args, **kwargs)
+        # Fast path: positional arguments that are all plain Tensors.
+        fast_key = None
+        if not kwargs:
+            fast_key = tuple(a._sig() for a in args if type(a) is Tensor)
+            if len(fast_key) != len(args):
+                fast_key = None
+            else:
+                entry = self._fast.get(fast_key)
+                if entry is not None and entry.weights_current():
+                    self.stats["hits"] += 1
+                    return entry.run(list(args))
         leaves, treedef = _tree.flatten((args, kwargs))
         parts = []
         tensors = []
@@ -103,15 +127,16 @@ class JitFunction:
                 parts.append(_static_key(x))
         key = (treedef, tuple(parts))
         entry = self._cache.get(key)
-        if entry is not None:
-            if all(w._sig() == s for w, s in zip(entry.weights, entry.weight_sigs)):
-                self.stats["hits"] += 1
-                return entry.run(tensors)
+        if entry is not None and entry.weights_current():
+            self.stats["hits"] += 1
+            return entry.run(tensors)
         entry = self._trace(args, kwargs, leaves, treedef)
         if entry is _EAGER:
             self.stats["eager_calls"] += 1
             return self.fn(*args, **kwargs)
         self._cache[key] = entry
+        if fast_key is not None:
+            self._fast[fast_key] = entry
         return entry.run(tensors)
 
     def _device(self, leaves):
@@ -128,7 +153,7 @@ class JitFunction:
         name = getattr(self.fn, "__name__", "jit")
         graph = _C.Graph(name if name.isidentifier() else "jit")
         state = TraceState("top")
-        trace = state.open(graph, False, device)
+        trace = state.open(graph, device)
         try:
             sym = []
             for i, x in enumerate(leaves):
@@ -166,7 +191,8 @@ class JitFunction:
         finally:
             trace.close()  # also on errors: the trace holds tensors and Python state
         entry.weight_sigs = [w._sig() for w in entry.weights]
-        entry.out_def = out_def
+        entry.out_def = None if out_def is _tree.LEAF else out_def
+        entry.single = entry.out_def is None and static == [_TENSOR] and not assigned
         entry.out_static = static
         entry.n_out = len(values) - len(assigned)
         entry.assigned = assigned

@@ -4,6 +4,8 @@
 A schema reads like
   "sum(x: f32|f64) -> (y) attrs: axes: ints = [], keepdims: bool = false"
 """
+import inspect
+import json
 import re
 import types
 
@@ -78,8 +80,36 @@ def build():
                       "attributes by keyword or position after the inputs; attributes left out take the "
                       "defaults shown. Ops without tensor inputs take device=.")
         fn.schema = s
+        fn.__signature__ = _signature(s)
         fns[name] = fn
     return fns
+
+
+def _default(text):
+    """A schema default ("[0, 0]", "false", "\"f32\"", "-inf") as a Python value."""
+    t = {"true": "true", "false": "false"}.get(text, text)
+    try:
+        return json.loads(t)
+    except ValueError:
+        try:
+            return float(text)
+        except ValueError:
+            return text
+
+
+def _signature(s):
+    P = inspect.Parameter
+    params = []
+    if s.variadic:
+        params.append(P("inputs", P.POSITIONAL_ONLY))
+    else:
+        params += [P(i, P.POSITIONAL_ONLY) for i in s.inputs]
+    for name, kind, default in s.attrs:
+        d = P.empty if default is None else (None if kind == _OPT_INT else _default(default))
+        params.append(P(name, P.KEYWORD_ONLY, default=d))  # positions work too
+    if not s.inputs:
+        params.append(P("device", P.KEYWORD_ONLY, default=None))
+    return inspect.Signature(params)
 
 
 def namespace(fns):

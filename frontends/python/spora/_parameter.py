@@ -51,8 +51,12 @@ class Parameter(Tensor):
 
     __str__ = __repr__
 
-    def __reduce__(self):
-        return (Parameter, (self.asnumpy(), self.name, self.requires_grad))
+    def __reduce_ex__(self, protocol):
+        return (_restore, (self.asnumpy(), self.dtype.name, self.device, self.name, self.requires_grad))
+
+
+def _restore(array, dtype, device, name, requires_grad):
+    return Parameter(Tensor(array, dtype, device), name, requires_grad)
 
 
 Parameter.__module__ = "spora"

@@ -463,6 +463,11 @@ def _array(self, dtype=None, copy=None):
     return a if dtype is None else a.astype(dtype)
 
 
+def _reduce_ex(self, protocol):
+    # pickle / copy.deepcopy: the value as NumPy, restored on the same device
+    return (Tensor, (self.asnumpy(), self.dtype.name, self.device))
+
+
 def _item_cast(dt):
     return lambda self: self.astype(dt)
 
@@ -481,7 +486,7 @@ _METHODS = dict(
     __xor__=lambda a, b: _logical("logical_xor")(a, b), __rxor__=lambda a, b: _logical("logical_xor")(b, a),
     __invert__=_invert, __pos__=lambda self: self,
     __getitem__=getitem, __setitem__=setitem, __iter__=_iter, __repr__=_repr, __str__=_repr,
-    __array__=_array,
+    __array__=_array, __reduce_ex__=_reduce_ex,
     float=_item_cast(D.float32), double=_item_cast(D.float64), half=_item_cast(D.float16),
     bfloat16=_item_cast(D.bfloat16), long=_item_cast(D.int64), int=_item_cast(D.int32), bool=_item_cast(D.bool_),
 )

@@ -25,8 +25,8 @@ class TraceState:
         self.assigned = {}   # id(param) -> (param, new value), in assignment order
         self._names = set()
 
-    def open(self, graph, record, device):
-        self.trace = _C.Trace(graph, record, device, self.lift, self)
+    def open(self, graph, device):
+        self.trace = _C.Trace(graph, device, self.lift, self)
         return self.trace
 
     def bind_input(self, t, name=None):

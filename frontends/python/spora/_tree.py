@@ -1,7 +1,7 @@
 """Flattening nested tuples / lists / dicts of arguments and results into
 leaves and back (what jit and grad need to find the tensors)."""
 
-_LEAF = None
+LEAF = None  # the treedef of a single leaf
 
 
 def flatten(x):
@@ -18,7 +18,7 @@ def _flatten(x, leaves):
         keys = tuple(x.keys())
         return ("dict", keys, tuple(_flatten(x[k], leaves) for k in keys))
     leaves.append(x)
-    return _LEAF
+    return LEAF
 
 
 def unflatten(treedef, leaves):
@@ -27,7 +27,7 @@ def unflatten(treedef, leaves):
 
 
 def _build(d, it):
-    if d is _LEAF:
+    if d is LEAF:
         return next(it)
     if d[0] == "tuple":
         return tuple(_build(e, it) for e in d[1])

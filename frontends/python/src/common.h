@@ -16,9 +16,9 @@ namespace nb = nanobind;
 
 namespace spora_py {
 
-// A tensor handle shared between Python objects (a Parameter's set_data, a
-// recorded op's concrete result): spora_tensor_t is not reference counted
-// itself.
+// A tensor handle shared between Python objects (Tensor(t), a Parameter's
+// set_data, the owner of a DLPack export): spora_tensor_t is not reference
+// counted itself.
 using Handle = std::shared_ptr<spora_tensor_t>;
 Handle adopt(spora_tensor_t* t);
 
@@ -31,14 +31,12 @@ struct GraphBox {
   GraphBox& operator=(const GraphBox&) = delete;
 };
 
-// A graph being recorded by running Python code (jit tracing, or grad).
-// Symbolic tensors point at their trace. In `record` mode every recorded
-// op also runs eagerly, so tensors carry concrete values too and Python
-// control flow on them works (PyNative grad); otherwise tensors are purely
-// symbolic and reading their value is untraceable.
+// A graph being recorded by running Python code with symbolic tensors (jit
+// tracing, and grad inside jit). Symbolic tensors point at their trace and
+// have no value: reading one is untraceable. (PyNative grad needs no trace:
+// it runs on the core's eager tape.)
 struct Trace {
   std::shared_ptr<GraphBox> graph;
-  bool record = false;
   bool closed = false;
   spora_device_t* device = nullptr;
   // Python callable lift(tensor) -> value id in this graph, for tensors not
@@ -113,8 +111,8 @@ inline void check(spora_status_t s, bool locate = true) {
 [[noreturn]] void raise_untraceable(const PyTensor& t, const char* what);
 extern PyObject* g_untraceable;
 
-// Op dispatch: eager when no trace is open, else recorded (and in record
-// mode also run). `inputs` are Tensor objects. Returns one Tensor when
+// Op dispatch: eager when no trace is open (or no input is traced or a
+// Parameter), else recorded into the innermost trace. `inputs` are Tensor objects. Returns one Tensor when
 // `single` and the op has one output, else a tuple.
 nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const spora_attrs_t* attrs, size_t nout,
                     bool single, spora_device_t* device = nullptr);
@@ -122,6 +120,18 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
 nb::object operand(nb::handle x, const PyTensor* like);
 nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device);
 nb::object cast_to(nb::handle x, spora_dtype_t dtype);
+// The helpers behind them (dispatch.cpp), shared with operators.cpp.
+bool is_float(spora_dtype_t d);
+spora_dtype_t promote(spora_dtype_t a, spora_dtype_t b);  // PyTorch-like
+// The dtype a Python scalar x takes next to a `like` tensor; *is_scalar is
+// false (and the result invalid) when x is not a bool/int/float.
+spora_dtype_t scalar_dtype(nb::handle x, spora_dtype_t like, bool* is_scalar);
+// A cached 0-d tensor holding v (never handed to user code: tensors are
+// shared by value).
+const Handle& scalar_handle(double v, spora_dtype_t dtype, spora_device_t* device);
+// spora_op_call, releasing the GIL for `work` elements and more.
+void eager_call(const char* op, spora_device_t* device, spora_tensor_t* const* hs, size_t n,
+                const spora_attrs_t* attrs, spora_tensor_t** outs, size_t nout, int64_t work);
 
 // spora_attrs_t owned by Python (spora._C.Attrs).
 struct PyAttrs {
@@ -133,9 +143,12 @@ struct PyAttrs {
 };
 
 void bind_tensor(nb::module_& m);
-void bind_dispatch(nb::module_& m);
+void bind_dispatch(nb::module_& m);  // also binds operators.cpp and opfn.cpp
+void bind_operators(nb::module_& m);
+void bind_opfn(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
+void bind_tape(nb::module_& m);  // tape.cpp: the eager tape behind PyNative grad
 void bind_io(nb::module_& m);  // io.cpp: checkpoint and model files
 
 }  // namespace spora_py

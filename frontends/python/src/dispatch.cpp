@@ -1,5 +1,6 @@
-// Op dispatch (eager, or recorded into the open trace), Python operators,
-// and spora._C.OpFn: the callable behind every spora.ops function.
+// Op dispatch: eager, or recorded into the open trace; scalar operands,
+// dtype promotion, casts. Operators are in
+// operators.cpp, spora.ops functions in opfn.cpp.
 //
 // This is the per-op hot path: no dicts, no Python frames unless an error
 // happens or a trace is open.
@@ -33,11 +34,6 @@ void pop_trace(const Trace* t) {
   t_traces.pop_back();
   t_top = t_traces.empty() ? nullptr : t_traces.back().get();
 }
-TraceRef trace_ref(Trace* t) {
-  for (auto& r : t_traces)
-    if (r.get() == t) return r;
-  return nullptr;
-}
 
 // --------------------------------------------------------------- dispatch --
 
@@ -57,7 +53,7 @@ static void fill_meta_from_graph(PyTensor& t) {
 // ones keep it, since releasing costs more than the op.
 static constexpr int64_t kReleaseGilElements = 1 << 16;
 
-static void eager_call(const char* op, spora_device_t* device, spora_tensor_t* const* hs, size_t n,
+void eager_call(const char* op, spora_device_t* device, spora_tensor_t* const* hs, size_t n,
                        const spora_attrs_t* attrs, spora_tensor_t** outs, size_t nout, int64_t work) {
   spora_status_t s;
   if (work >= kReleaseGilElements) {
@@ -125,25 +121,11 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
   check(spora_graph_add_op(tr->graph->g, op, vals.data(), n, attrs, file.empty() ? nullptr : file.c_str(), line,
                            outv.data(), outv.size(), &got),
         false);
-  std::vector<spora_tensor_t*> concrete;
-  if (tr->record) {
-    for (size_t i = 0; i < n; ++i) {
-      PyTensor* p = as_tensor(inputs[i]);
-      if (!p->t) raise_untraceable(*p, "running the op");
-      hs[i] = p->t.get();
-    }
-    concrete.assign(got, nullptr);
-    eager_call(op, device, hs, n, attrs, concrete.data(), got, work);
-  }
   nb::tuple res = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(got)));
   for (size_t i = 0; i < got; ++i) {
     PyTensor t;
     t.trace = ref;
     t.value = outv[i];
-    if (tr->record) {
-      t.t = adopt(concrete[i]);
-      concrete[i] = nullptr;
-    }
     fill_meta_from_graph(t);
     PyTuple_SET_ITEM(res.ptr(), i, wrap(std::move(t)).release().ptr());
   }
@@ -153,7 +135,7 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
 
 // -------------------------------------------------------- scalars, dtypes --
 
-static bool is_float(spora_dtype_t d) {
+bool is_float(spora_dtype_t d) {
   return d == SPORA_DTYPE_F32 || d == SPORA_DTYPE_F64 || d == SPORA_DTYPE_F16 || d == SPORA_DTYPE_BF16;
 }
 
@@ -173,7 +155,7 @@ static int rank(spora_dtype_t d) {
 
 // The common dtype of a binary op (PyTorch-like: floats win over integers,
 // f16 with bf16 gives f32, else the wider type).
-static spora_dtype_t promote(spora_dtype_t a, spora_dtype_t b) {
+spora_dtype_t promote(spora_dtype_t a, spora_dtype_t b) {
   if (a == b) return a;
   if ((a == SPORA_DTYPE_F16 && b == SPORA_DTYPE_BF16) || (a == SPORA_DTYPE_BF16 && b == SPORA_DTYPE_F16))
     return SPORA_DTYPE_F32;
@@ -237,7 +219,7 @@ static ScalarSlot* scalar_cache() {
   return slots;
 }
 
-nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
+const Handle& scalar_handle(double v, spora_dtype_t dtype, spora_device_t* device) {
   uint64_t bits;
   std::memcpy(&bits, &v, 8);
   const size_t i = (bits ^ (bits >> 29) ^ (static_cast<uint64_t>(dtype) * 0x9E3779B97F4A7C15ull)) & 63;
@@ -248,14 +230,18 @@ nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) 
     s.dtype = dtype;
     s.device = device;
   }
+  return s.h;
+}
+
+nb::object scalar_tensor(double v, spora_dtype_t dtype, spora_device_t* device) {
   PyTensor t;
-  t.t = s.h;
+  t.t = scalar_handle(v, dtype, device);
   t.dtype = dtype;
   t.ndim = 0;
   return wrap(std::move(t));
 }
 
-static spora_dtype_t scalar_dtype(nb::handle x, spora_dtype_t like, bool* is_scalar) {
+spora_dtype_t scalar_dtype(nb::handle x, spora_dtype_t like, bool* is_scalar) {
   *is_scalar = true;
   if (PyBool_Check(x.ptr())) return like == SPORA_DTYPE_INVALID ? SPORA_DTYPE_BOOL : like;
   if (PyLong_Check(x.ptr()))
@@ -276,228 +262,6 @@ nb::object operand(nb::handle x, const PyTensor* like) {
   return nb::handle(reinterpret_cast<PyObject*>(g_tensor_type))(x, nb::none(), dn);
 }
 
-// -------------------------------------------------------------- operators --
-
-enum class Bin { kAdd, kSub, kMul, kDiv, kPow, kMatmul, kEq, kNe, kLt, kLe, kGt, kGe, kMax, kMin };
-
-static const char* bin_op(Bin b) {
-  switch (b) {
-    case Bin::kAdd: return "add";
-    case Bin::kSub: return "sub";
-    case Bin::kMul: return "mul";
-    case Bin::kDiv: return "div";
-    case Bin::kPow: return "pow";
-    case Bin::kMatmul: return "matmul";
-    case Bin::kEq: return "equal";
-    case Bin::kNe: return "not_equal";
-    case Bin::kLt: return "less";
-    case Bin::kLe: return "less_equal";
-    case Bin::kGt: return "greater";
-    case Bin::kGe: return "greater_equal";
-    case Bin::kMax: return "maximum";
-    case Bin::kMin: return "minimum";
-  }
-  return "";
-}
-
-static bool operand_ok(nb::handle x) {
-  return is_tensor(x) || PyFloat_Check(x.ptr()) || PyLong_Check(x.ptr()) || PyList_Check(x.ptr()) ||
-         PyTuple_Check(x.ptr()) || PyObject_CheckBuffer(x.ptr());
-}
-
-nb::object binary(Bin b, nb::handle x, nb::handle y) {
-  if (!operand_ok(x) || !operand_ok(y)) return nb::borrow(Py_NotImplemented);
-  const bool xt = is_tensor(x);
-  nb::object a = xt ? nb::borrow(x) : operand(x, as_tensor(y));
-  nb::object c = is_tensor(y) ? nb::borrow(y) : operand(y, as_tensor(a));
-  spora_dtype_t da = as_tensor(a)->dtype, dc = as_tensor(c)->dtype;
-  if (da != dc) {
-    const spora_dtype_t p = promote(da, dc);
-    a = cast_to(a, p);
-    c = cast_to(c, p);
-    da = dc = p;
-  }
-  if (b == Bin::kDiv && !is_float(da)) {  // true division of integers
-    a = cast_to(a, SPORA_DTYPE_F32);
-    c = cast_to(c, SPORA_DTYPE_F32);
-  }
-  if (b == Bin::kPow && !is_float(da)) {  // integer power, exact below 2^53
-    nb::object fa = cast_to(a, SPORA_DTYPE_F64), fc = cast_to(c, SPORA_DTYPE_F64);
-    nb::handle in[2] = {fa, fc};
-    nb::object r = dispatch("pow", in, 2, nullptr, 1, true);
-    nb::handle rr = r;
-    r = dispatch("round", &rr, 1, nullptr, 1, true);
-    return cast_to(r, da);
-  }
-  nb::handle in[2] = {a, c};
-  return dispatch(bin_op(b), in, 2, nullptr, 1, true);
-}
-
-// ---------------------------------------------------------------- attrs --
-
-enum class AttrKind { kInt, kFloat, kBool, kInts, kFloats, kString, kOptInt };
-
-static int64_t to_int(nb::handle v, const std::string& op, const std::string& name) {
-  if (PyLong_Check(v.ptr())) return PyLong_AsLongLong(v.ptr());
-  if (is_tensor(v) || PyIndex_Check(v.ptr())) {
-    nb::object i = nb::steal(PyNumber_Index(v.ptr()));
-    if (!i.is_valid()) throw nb::python_error();
-    return PyLong_AsLongLong(i.ptr());
-  }
-  raise_type_error("[" + op + "] attribute " + name + " takes an int, got " +
-                   nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
-}
-
-static double to_float(nb::handle v, const std::string& op, const std::string& name) {
-  if (PyFloat_Check(v.ptr()) || PyLong_Check(v.ptr())) return PyFloat_AsDouble(v.ptr());
-  nb::object f = nb::steal(PyNumber_Float(v.ptr()));
-  if (!f.is_valid()) {
-    PyErr_Clear();
-    raise_type_error("[" + op + "] attribute " + name + " takes a float, got " +
-                     nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
-  }
-  return PyFloat_AsDouble(f.ptr());
-}
-
-void set_attr(spora_attrs_t* a, const std::string& op, const std::string& name, AttrKind kind, nb::handle v) {
-  const char* n = name.c_str();
-  spora_status_t s = SPORA_OK;
-  switch (kind) {
-    case AttrKind::kInt:
-    case AttrKind::kOptInt:
-      if (PyBool_Check(v.ptr()) && kind == AttrKind::kInt) {
-        s = spora_attrs_set_int(a, n, v.ptr() == Py_True);
-        break;
-      }
-      s = spora_attrs_set_int(a, n, to_int(v, op, name));
-      break;
-    case AttrKind::kFloat: s = spora_attrs_set_float(a, n, to_float(v, op, name)); break;
-    case AttrKind::kBool:
-      if (!PyBool_Check(v.ptr()) && !PyLong_Check(v.ptr()))
-        raise_type_error("[" + op + "] attribute " + name + " takes a bool");
-      s = spora_attrs_set_bool(a, n, PyObject_IsTrue(v.ptr()));
-      break;
-    case AttrKind::kInts: {
-      std::vector<int64_t> xs;
-      if (PyLong_Check(v.ptr())) {
-        xs.push_back(PyLong_AsLongLong(v.ptr()));
-      } else {
-        if (!PySequence_Check(v.ptr()) || PyUnicode_Check(v.ptr()))
-          raise_type_error("[" + op + "] attribute " + name + " takes a sequence of ints");
-        for (nb::handle e : nb::iter(v)) xs.push_back(to_int(e, op, name));
-      }
-      s = spora_attrs_set_ints(a, n, xs.data(), xs.size());
-      break;
-    }
-    case AttrKind::kFloats: {
-      std::vector<double> xs;
-      if (PyFloat_Check(v.ptr()) || PyLong_Check(v.ptr())) {
-        xs.push_back(PyFloat_AsDouble(v.ptr()));
-      } else {
-        for (nb::handle e : nb::iter(v)) xs.push_back(to_float(e, op, name));
-      }
-      s = spora_attrs_set_floats(a, n, xs.data(), xs.size());
-      break;
-    }
-    case AttrKind::kString: {
-      std::string str;
-      if (PyUnicode_Check(v.ptr())) {
-        str = nb::cast<std::string>(v);
-      } else {
-        // dtype attributes take spora / NumPy dtypes as well as "f32".
-        const spora_dtype_t d = dtype_from(v);
-        if (d == SPORA_DTYPE_INVALID) raise_type_error("[" + op + "] attribute " + name + " takes a string");
-        str = spora_dtype_name(d);
-      }
-      s = spora_attrs_set_string(a, n, str.c_str());
-      break;
-    }
-  }
-  check(s);
-}
-
-// One registry op as a Python callable: positional tensor inputs (Python
-// scalars become tensors of the first tensor input's dtype), then attributes
-// by keyword or position, checked against the schema's types. Attributes
-// left out take the schema's defaults (filled in by the core).
-struct OpFn {
-  std::string name;
-  int n_inputs = 0;       // fixed tensor inputs
-  bool variadic = false;  // x...: a list of tensors (or all positional args)
-  size_t nout = 1;
-  bool dynamic_out = false;
-  std::vector<std::string> attr_names;
-  std::vector<AttrKind> attr_kinds;
-  std::vector<bool> attr_required;
-
-  nb::object call(nb::args args, nb::kwargs kwargs) const {
-    std::vector<nb::object> tensors;
-    std::vector<nb::handle> raw;
-    size_t pos = 0;
-    const size_t na = args.size();
-    if (variadic) {
-      if (na >= 1 && (PyList_Check(args[0].ptr()) || PyTuple_Check(args[0].ptr()))) {
-        for (nb::handle e : nb::iter(args[0])) raw.push_back(e);
-        pos = 1;
-      } else {
-        while (pos < na && (is_tensor(args[pos]) || PyObject_CheckBuffer(args[pos].ptr()))) raw.push_back(args[pos++]);
-      }
-    } else {
-      if (na < static_cast<size_t>(n_inputs))
-        raise_type_error("[" + name + "] takes " + std::to_string(n_inputs) + " tensor inputs, got " +
-                         std::to_string(na));
-      for (int i = 0; i < n_inputs; ++i) raw.push_back(args[pos++]);
-    }
-    const PyTensor* like = nullptr;
-    for (nb::handle h : raw)
-      if (is_tensor(h)) {
-        like = as_tensor(h);
-        break;
-      }
-    for (nb::handle h : raw) tensors.push_back(operand(h, like));
-
-    PyAttrs attrs;
-    std::vector<bool> given(attr_names.size(), false);
-    if (na - pos > attr_names.size())
-      raise_type_error("[" + name + "] takes at most " + std::to_string(attr_names.size()) +
-                       " attributes after its inputs, got " + std::to_string(na - pos));
-    for (size_t i = 0; pos < na; ++i, ++pos) {
-      set_attr(attrs.a, name, attr_names[i], attr_kinds[i], args[pos]);
-      given[i] = true;
-    }
-    spora_device_t* device = nullptr;
-    size_t nout_now = nout;
-    for (auto [k, v] : kwargs) {
-      const std::string key = nb::cast<std::string>(k);
-      if (key == "device") {
-        if (!v.is_none()) device = find_device(nb::cast<std::string>(nb::str(v)));
-        continue;
-      }
-      size_t i = 0;
-      while (i < attr_names.size() && attr_names[i] != key) ++i;
-      if (i == attr_names.size()) {
-        std::string known;
-        for (const auto& a : attr_names) known += (known.empty() ? "" : ", ") + a;
-        raise_type_error("[" + name + "] has no attribute '" + key + "' (attributes: " +
-                         (known.empty() ? "none" : known) + ")");
-      }
-      if (given[i]) raise_type_error("[" + name + "] attribute " + key + " given twice");
-      if (v.is_none() && attr_kinds[i] == AttrKind::kOptInt) continue;
-      set_attr(attrs.a, name, key, attr_kinds[i], v);
-      given[i] = true;
-      if (dynamic_out && key == "sizes") nout_now = nb::len(v);
-      if (dynamic_out && key == "sections") nout_now = nb::cast<size_t>(v);
-    }
-    for (size_t i = 0; i < attr_names.size(); ++i)
-      if (attr_required[i] && !given[i])
-        raise_type_error("[" + name + "] attribute '" + attr_names[i] + "' is required");
-    if (dynamic_out && nout_now == 0) raise_value_error("[" + name + "] give sizes or sections");
-    if (!device && tensors.empty()) device = default_device();
-    std::vector<nb::handle> hs(tensors.begin(), tensors.end());
-    return dispatch(name.c_str(), hs.data(), hs.size(), attrs.a, nout_now, true, device);
-  }
-};
-
 // Generic call used by the Python layer: _C.call(op, inputs, attrs, nout).
 static nb::object generic_call(const std::string& op, nb::sequence inputs, PyAttrs* attrs, size_t nout,
                                nb::handle device) {
@@ -516,85 +280,8 @@ static nb::object generic_call(const std::string& op, nb::sequence inputs, PyAtt
 }
 
 void bind_dispatch(nb::module_& m) {
-  nb::handle cls = reinterpret_cast<PyObject*>(g_tensor_type);
-  auto def2 = [&](const char* name, Bin b, bool reflected) {
-    nb::object f;
-    if (reflected)
-      f = nb::cpp_function([b](nb::handle self, nb::handle o) { return binary(b, o, self); },
-                           nb::is_method(), nb::scope(cls), nb::name(name), nb::arg("other").none());
-    else
-      f = nb::cpp_function([b](nb::handle self, nb::handle o) { return binary(b, self, o); },
-                           nb::is_method(), nb::scope(cls), nb::name(name), nb::arg("other").none());
-    nb::setattr(cls, name, f);
-  };
-  def2("__add__", Bin::kAdd, false);
-  def2("__radd__", Bin::kAdd, true);
-  def2("__sub__", Bin::kSub, false);
-  def2("__rsub__", Bin::kSub, true);
-  def2("__mul__", Bin::kMul, false);
-  def2("__rmul__", Bin::kMul, true);
-  def2("__truediv__", Bin::kDiv, false);
-  def2("__rtruediv__", Bin::kDiv, true);
-  def2("__pow__", Bin::kPow, false);
-  def2("__rpow__", Bin::kPow, true);
-  def2("__matmul__", Bin::kMatmul, false);
-  def2("__rmatmul__", Bin::kMatmul, true);
-  def2("matmul", Bin::kMatmul, false);
-  def2("__eq__", Bin::kEq, false);
-  def2("__ne__", Bin::kNe, false);
-  def2("__lt__", Bin::kLt, false);
-  def2("__le__", Bin::kLe, false);
-  def2("__gt__", Bin::kGt, false);
-  def2("__ge__", Bin::kGe, false);
-  def2("maximum", Bin::kMax, false);
-  def2("minimum", Bin::kMin, false);
-  auto def1 = [&](const char* name, const char* op) {
-    nb::object f = nb::cpp_function([op](nb::handle self) { return dispatch(op, &self, 1, nullptr, 1, true); },
-                                    nb::is_method(), nb::scope(cls), nb::name(name));
-    nb::setattr(cls, name, f);
-  };
-  def1("__neg__", "neg");
-  def1("__abs__", "abs");
-  for (const char* op : {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "floor",
-                         "ceil", "round", "sign", "square", "reciprocal", "erf", "log1p", "silu"})
-    def1(op, op);
-
-  nb::class_<PyAttrs>(m, "Attrs", "Op attributes (spora_attrs_t).")
-      .def(nb::init<>())
-      .def("set_int", [](PyAttrs& a, const std::string& n, int64_t v) { check(spora_attrs_set_int(a.a, n.c_str(), v)); })
-      .def("set_float",
-           [](PyAttrs& a, const std::string& n, double v) { check(spora_attrs_set_float(a.a, n.c_str(), v)); })
-      .def("set_bool",
-           [](PyAttrs& a, const std::string& n, bool v) { check(spora_attrs_set_bool(a.a, n.c_str(), v ? 1 : 0)); })
-      .def("set_ints",
-           [](PyAttrs& a, const std::string& n, const std::vector<int64_t>& v) {
-             check(spora_attrs_set_ints(a.a, n.c_str(), v.data(), v.size()));
-           })
-      .def("set_floats",
-           [](PyAttrs& a, const std::string& n, const std::vector<double>& v) {
-             check(spora_attrs_set_floats(a.a, n.c_str(), v.data(), v.size()));
-           })
-      .def("set_string", [](PyAttrs& a, const std::string& n, const std::string& v) {
-        check(spora_attrs_set_string(a.a, n.c_str(), v.c_str()));
-      });
-
-  nb::class_<OpFn>(m, "OpFn", nb::dynamic_attr(), "A registry op as a function (see spora.ops).")
-      .def("__init__",
-           [](OpFn* self, std::string name, int n_inputs, bool variadic, size_t nout, bool dynamic_out,
-              std::vector<std::string> attr_names, std::vector<int> kinds, std::vector<bool> required) {
-             new (self) OpFn();
-             self->name = std::move(name);
-             self->n_inputs = n_inputs;
-             self->variadic = variadic;
-             self->nout = nout;
-             self->dynamic_out = dynamic_out;
-             self->attr_names = std::move(attr_names);
-             for (int k : kinds) self->attr_kinds.push_back(static_cast<AttrKind>(k));
-             self->attr_required = std::move(required);
-           })
-      .def_ro("op", &OpFn::name)
-      .def("__call__", &OpFn::call);
-
+  bind_operators(m);
+  bind_opfn(m);
   m.def("call", &generic_call, nb::arg("op"), nb::arg("inputs"), nb::arg("attrs").none() = nb::none(),
         nb::arg("nout") = 1, nb::arg("device").none() = nb::none(),
         "Runs (or records) registry op `op` on `inputs`; one Tensor for a single output, else a tuple.");

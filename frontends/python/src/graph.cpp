@@ -62,20 +62,14 @@ size_t graph_num_outputs(spora_graph_t* g) {
   return n;
 }
 
-// A symbolic tensor for value `v` of trace `tr`, optionally carrying a
-// concrete value (record mode).
-nb::object make_symbolic(const TraceRef& tr, spora_value_t v, nb::handle concrete) {
+// A symbolic tensor for value `v` of trace `tr`.
+nb::object make_symbolic(const TraceRef& tr, spora_value_t v) {
   PyTensor t;
   t.trace = tr;
   t.value = v;
   int64_t dims[SPORA_MAX_NDIM];
   check(spora_graph_value_type(tr->graph->g, v, &t.dtype, dims, SPORA_MAX_NDIM, &t.ndim), false);
   std::memcpy(t.shape, dims, sizeof(int64_t) * static_cast<size_t>(t.ndim));
-  if (!concrete.is_none()) {
-    PyTensor* c = as_tensor(concrete);
-    if (!c->t) raise_untraceable(*c, "recording");
-    t.t = c->t;
-  }
   return wrap(std::move(t));
 }
 
@@ -227,16 +221,14 @@ void bind_graph(nb::module_& m) {
 
   nb::class_<Trace>(m, "Trace", "A graph being recorded by running Python code.")
       .def("__init__",
-           [](Trace* self, PyGraph& g, bool record, const std::string& device, nb::object lift, nb::object state) {
+           [](Trace* self, PyGraph& g, const std::string& device, nb::object lift, nb::object state) {
              new (self) Trace();
              self->graph = g.box;
-             self->record = record;
              self->device = find_device(device);
              self->lift = std::move(lift);
              self->state = std::move(state);
            })
       .def_prop_ro("graph", [](Trace& t) { return PyGraph{t.graph}; })
-      .def_ro("record", &Trace::record)
       .def_ro("closed", &Trace::closed)
       .def_ro("untraceable", &Trace::untraceable)
       .def_prop_ro("state", [](Trace& t) { return t.state.is_valid() ? t.state : nb::none(); })
@@ -257,8 +249,8 @@ void bind_graph(nb::module_& m) {
     return nb::cast(t, nb::rv_policy::reference);
   });
   m.def("symbolic",
-        [](std::shared_ptr<Trace> t, spora_value_t v, nb::handle concrete) { return make_symbolic(t, v, concrete); },
-        nb::arg("trace"), nb::arg("value"), nb::arg("concrete").none() = nb::none(),
+        [](std::shared_ptr<Trace> t, spora_value_t v) { return make_symbolic(t, v); }, nb::arg("trace"),
+        nb::arg("value"),
         "A tensor standing for value `value` of the trace.");
   m.def("value_of",
         [](nb::handle t, std::shared_ptr<Trace> tr) -> nb::object {
@@ -272,7 +264,6 @@ void bind_graph(nb::module_& m) {
     if (!p->live_symbolic()) return nb::none();
     return nb::cast(p->trace);
   });
-  m.def("has_value", [](nb::handle t) { return static_cast<bool>(as_tensor(t)->t); });
 }
 
 }  // namespace spora_py

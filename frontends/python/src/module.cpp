@@ -302,6 +302,7 @@ NB_MODULE(_C, m) {
     return nb::make_tuple(a, b, c);
   });
 
+  bind_tape(m);
   bind_tensor(m);
   bind_dispatch(m);
   bind_graph(m);

@@ -159,8 +159,10 @@ static nb::object scalar_value(const PyTensor& t, const char* what) {
   return a.attr("item")();
 }
 
+extern PyType_Slot g_tensor_slots[];  // dispatch.cpp: operators as type slots
+
 void bind_tensor(nb::module_& m) {
-  auto cls = nb::class_<PyTensor>(m, "Tensor",
+  auto cls = nb::class_<PyTensor>(m, "Tensor", nb::type_slots(g_tensor_slots),
                                   "A multi-dimensional array on a device (see the spora package for the full API).");
   g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls.def(
@@ -217,7 +219,6 @@ void bind_tensor(nb::module_& m) {
         if (t.ndim == 0) raise_type_error("[tensor] len() of a 0-d tensor");
         return t.shape[0];
       })
-      .def("__hash__", [](nb::handle self) { return reinterpret_cast<intptr_t>(self.ptr()) >> 4; })
       .def(
           "to",
           [](nb::handle self, nb::handle device) -> nb::object {

@@ -73,3 +73,12 @@ def test_torch_both_directions():
     z = torch.from_dlpack(src)
     z[0] = 7.0
     assert src.asnumpy()[0] == 7.0 and y.sum().item() == 4.0
+
+
+def test_imported_tensor_is_differentiable():
+    a = np.array([1.0, -2.0, 3.0])
+    t = spora.from_dlpack(a)
+    w = spora.from_dlpack(np.array([0.5, 0.5, 0.5]))
+    g = spora.grad(lambda x, y: (x * x * y).sum(), grad_position=(0, 1))(t, w)
+    np.testing.assert_allclose(g[0].asnumpy(), a)
+    np.testing.assert_allclose(g[1].asnumpy(), a * a)

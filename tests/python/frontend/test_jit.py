@@ -227,3 +227,43 @@ def test_nested_jit_is_inlined():
     outer = spora.jit(lambda x: inner(x) + 1)
     assert outer(spora.Tensor([1.0])).item() == 3.0
     assert inner.stats["traces"] == 0
+
+
+def test_parameter_arguments_are_weights_and_kwargs_work():
+    w = spora.Parameter(np.full((2,), 2.0, np.float32), name="w")
+
+    @spora.jit
+    def f(x, p, *, bias=0.0):
+        return x * p + bias
+
+    x = spora.Tensor(np.ones((2,), np.float32))
+    np.testing.assert_array_equal(f(x, w, bias=1.0).asnumpy(), [3, 3])
+    w.assign_value(5.0)
+    np.testing.assert_array_equal(f(x, w, bias=1.0).asnumpy(), [6, 6])  # current value, same graph
+    assert f.stats["traces"] == 1
+    f(x, w, bias=2.0)  # a new non-tensor value: new graph
+    assert f.stats["traces"] == 2
+    w.set_data(spora.Tensor(np.ones((3,), np.float32)))  # a weight changed shape: retrace
+    np.testing.assert_array_equal(f(spora.Tensor(np.ones((3,), np.float32)), w, bias=2.0).asnumpy(), [3, 3, 3])
+
+
+def test_graph_mode_grad_is_compiled_and_cached():
+    spora.set_context(mode=spora.GRAPH_MODE)
+    g = spora.value_and_grad(lambda x: (x * x).sum())
+    for v in ([1.0, 2.0], [3.0, 4.0]):
+        val, grad = g(spora.Tensor(np.array(v, np.float32)))
+        assert val.item() == pytest.approx(sum(a * a for a in v))
+        np.testing.assert_allclose(grad.asnumpy(), 2 * np.array(v))
+    assert g._jit.stats["traces"] == 1 and g._jit.stats["hits"] == 1
+
+
+def test_fast_path_outputs_and_hits():
+    x = spora.Tensor(np.ones((2,), np.float32))
+    seven = spora.jit(lambda a: 7)  # a non-tensor result
+    assert seven(x) == 7 and seven(x) == 7
+    one = spora.jit(lambda a: a * 2)
+    for _ in range(3):
+        np.testing.assert_array_equal(one(x).asnumpy(), [2, 2])
+    assert one.stats == {"traces": 1, "hits": 2, "eager_calls": 0}
+    one(x.astype(spora.float64))  # another signature on the fast path
+    assert one.stats["traces"] == 2

@@ -138,3 +138,19 @@ def test_friendly_layout_and_creation():
     assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
     v, i = spora.ops.topk(t, 2)
     np.testing.assert_array_equal(v.asnumpy(), a[:, :1:-1])
+
+
+def test_scalar_takes_the_value_dtype_not_the_mask_dtype():
+    x = spora.Tensor(np.array([1.0, -2.0]))  # float64
+    r = spora.ops.raw.where(x > 0, x, 0.0)
+    assert r.dtype == spora.float64
+    np.testing.assert_array_equal(r.asnumpy(), [1.0, 0.0])
+
+
+def test_generated_signatures():
+    import inspect
+    sig = inspect.signature(spora.ops.raw.conv2d)
+    assert list(sig.parameters)[:2] == ["x", "w"]
+    assert sig.parameters["stride"].default == [1, 1] and sig.parameters["pad_mode"].default == "explicit"
+    assert inspect.signature(spora.ops.raw.dropout).parameters["seed"].default is inspect.Parameter.empty
+    assert "device" in inspect.signature(spora.ops.raw.zeros).parameters

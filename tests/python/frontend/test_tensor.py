@@ -277,3 +277,17 @@ def test_vs_torch_when_installed():
     t = (spora.Tensor(a) @ spora.Tensor(b)).softmax(axis=1).asnumpy()
     w = torch.softmax(torch.from_numpy(a) @ torch.from_numpy(b), dim=1).numpy()
     np.testing.assert_allclose(t, w, rtol=1e-5, atol=1e-6)
+
+
+def test_pickle_and_deepcopy():
+    import copy
+    import pickle
+    t = spora.Tensor(np.arange(4, dtype=np.float32), dtype=spora.bfloat16)
+    u = pickle.loads(pickle.dumps(t))
+    assert u.dtype == spora.bfloat16 and u.device == t.device
+    np.testing.assert_array_equal(u.asnumpy(), t.asnumpy())
+    p = spora.Parameter(np.ones(3), name="w", requires_grad=False)
+    q = copy.deepcopy(p)
+    assert isinstance(q, spora.Parameter) and q.name == "w" and not q.requires_grad and q is not p
+    q.assign_value(2.0)
+    np.testing.assert_array_equal(p.asnumpy(), np.ones(3))
