@@ -149,5 +149,6 @@ void bind_opfn(nb::module_& m);
 void bind_graph(nb::module_& m);
 void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
 void bind_tape(nb::module_& m);  // tape.cpp: the eager tape behind PyNative grad
+void bind_io(nb::module_& m);  // io.cpp: checkpoint and model files
 
 }  // namespace spora_py

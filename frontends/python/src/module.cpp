@@ -306,4 +306,5 @@ NB_MODULE(_C, m) {
   bind_tensor(m);
   bind_dispatch(m);
   bind_graph(m);
+  bind_io(m);
 }
