@@ -14,6 +14,7 @@ pkgs=(
   libdnnl-dev             # oneDNN for the cpu plugin
   libgtest-dev libgmock-dev
   python3 python3-venv python3-dev
+  dataset-fashion-mnist   # the Python main job's data (IDX files, no download)
 )
 
 sudo_=""
@@ -31,12 +32,14 @@ else
   echo "[install-deps] Debian packages: all present"
 fi
 
-# Python environment: numpy is the reference the tests compare against.
+# Python environment: numpy is the reference the tests compare against;
+# nanobind builds the binding module, scikit-build-core drives `pip install .`,
+# matplotlib draws the main job's curves.
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import numpy, pytest" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import numpy, pytest, nanobind, scikit_build_core, matplotlib" 2>/dev/null; then
   "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q numpy pytest
+  "$venv/bin/pip" install -q numpy pytest nanobind scikit-build-core matplotlib
 fi
 echo "[install-deps] done (venv: $venv)"

@@ -3,6 +3,11 @@ decomposition on the same device, or on cpu with copies. ctest runs this with
 SPORA_SIM_DISABLE_OPS set, so the sim plugin refuses those ops like a vendor
 plugin with a partial op set would."""
 import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import textwrap
 
 import numpy as np
 import pytest
@@ -34,6 +39,7 @@ CASES = [
     ("mean", [(3, 4, 5)], {"axes": [1]}),         # decomposed: sum + div
     ("softmax", [(2, 8)], {"axis": -1}),          # no decomposition: cpu with copies
     ("log_softmax", [(2, 8)], {"axis": 0}),       # no decomposition: cpu with copies
+    ("conv2d", [(1, 2, 5, 5), (3, 2, 3, 3)], None),  # no decomposition: cpu with copies
 ]
 
 
@@ -48,17 +54,64 @@ def test_disabled_op_matches_cpu(devs, op, shapes, attrs):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_compiling_an_op_without_kernel_or_decomposition_names_it(devs):
-    # softmax has no decomposition: compiling for a device without its
-    # kernel is an error naming the op and the source line.
+def _cnn(dev, vals):
+    """conv2d (no kernel on sim, no decomposition) -> relu (decomposed) ->
+    softmax (cpu) -> mul by 2 (sim), compiled for `dev` and run."""
+    g = S.Graph("placed")
+    x = g.input("x", S.DTYPE_F32, [2, 3, 6, 6])
+    w = g.weight("w", S.DTYPE_F32, [4, 3, 3, 3])
+    c = g.op("conv2d", [x, w], {"padding": [1, 1]}, file="model.py", line=3)[0]
+    r = g.op("relu", [c], file="model.py", line=4)[0]
+    s = g.op("reshape", [r], {"shape": [2, -1]})[0]
+    p = g.op("softmax", [s], {"axis": -1}, file="model.py", line=5)[0]
+    y = g.op("mul", [p, p], file="model.py", line=6)[0]
+    g.set_outputs([y, c])
+    exe = g.compile(dev)
+    outs = exe.run([S.Tensor.from_numpy(dev, v) for v in vals], 2)
+    assert all(o.device == dev for o in outs)
+    return [o.numpy() for o in outs]
+
+
+def _cnn_values():
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal((2, 3, 6, 6)).astype(np.float32),
+            rng.standard_normal((4, 3, 3, 3)).astype(np.float32)]
+
+
+def test_compiled_graph_places_ops_without_kernel_or_decomposition_on_cpu(devs):
+    # conv2d and softmax have no decomposition: the plan runs them on cpu
+    # with copies, the rest on sim. Numbers equal the cpu device's.
+    cpu, sim = devs
+    assert {"conv2d", "softmax"} <= DISABLED, "ctest should disable conv2d and softmax on sim"
+    vals = _cnn_values()
+    got, want = _cnn(sim, vals), _cnn(cpu, vals)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_placed_plan_equals_the_all_sim_run(devs):
+    # The same graph on a sim device that has every kernel (a fresh process
+    # without SPORA_SIM_DISABLE_OPS): the placed plan computes the same numbers.
     _, sim = devs
-    g = S.Graph("g")
-    x = g.input("x", S.DTYPE_F32, [2, 3])
-    g.set_outputs(g.op("softmax", [x], file="model.py", line=5))
-    with pytest.raises(S.SporaError) as e:
-        g.compile(sim)
-    assert e.value.status == S.ERROR_UNIMPLEMENTED
-    assert "[softmax]" in e.value.message and "model.py:5" in e.value.message
+    vals = _cnn_values()
+    got = _cnn(sim, vals)
+    code = textwrap.dedent("""
+        import sys, numpy as np, spora_capi as S
+        import test_fallback as T
+        ctx = S.Context()
+        outs = T._cnn(ctx.device_find("sim"), T._cnn_values())
+        np.savez(sys.argv[1], *outs)
+    """)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "all_sim.npz")
+        env = dict(os.environ, SPORA_SIM_DISABLE_OPS="",
+                   PYTHONPATH=os.pathsep.join([os.path.dirname(__file__),
+                                               str(pathlib.Path(__file__).resolve().parents[1] / "python")]))
+        r = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        want = np.load(path)
+        for i, a in enumerate(got):
+            np.testing.assert_allclose(a, want[f"arr_{i}"], rtol=1e-5, atol=1e-6)
 
 
 def test_compiled_graph_decomposes_ops_the_device_lacks(devs):

@@ -176,6 +176,23 @@ SPORA_API spora_status_t spora_tensor_numel(const spora_tensor_t* tensor, int64_
 SPORA_API spora_status_t spora_tensor_nbytes(const spora_tensor_t* tensor, size_t* out);
 /* The device holding the tensor. Borrowed. */
 SPORA_API spora_status_t spora_tensor_device(const spora_tensor_t* tensor, spora_device_t** out);
+/* The host address of the tensor's first element, for devices whose memory
+ * is host memory (device property "unified_memory" = 1, e.g. cpu); waits for
+ * pending work on the device first. Other devices return
+ * SPORA_ERROR_INVALID_ARGUMENT. The pointer stays valid while any tensor
+ * sharing the memory lives. Writing through it changes every tensor sharing
+ * the memory (this is how DLPack export is zero-copy). */
+SPORA_API spora_status_t spora_tensor_data(const spora_tensor_t* tensor, void** ptr);
+/* A dense row-major tensor over existing host memory, without copying (DLPack
+ * import). Only for unified-memory devices (else
+ * SPORA_ERROR_INVALID_ARGUMENT). `data` must hold numel * dtype size bytes,
+ * aligned to the element size, and stay valid until `deleter(ctx)` is
+ * called, which happens once, when the last tensor sharing the memory is
+ * freed, possibly on another thread. `deleter` may be NULL (memory the
+ * caller keeps alive itself). On failure `deleter` is not called. */
+SPORA_API spora_status_t spora_tensor_wrap(spora_device_t* device, spora_dtype_t dtype, const int64_t* shape,
+                                           int32_t ndim, void* data, void (*deleter)(void*), void* ctx,
+                                           spora_tensor_t** out);
 /* Releases the handle. Memory is freed when no other tensor shares it
  * (reshape returns views). NULL is a no-op. */
 SPORA_API spora_status_t spora_tensor_free(spora_tensor_t* tensor);
@@ -309,6 +326,15 @@ SPORA_API spora_status_t spora_graph_add_while(spora_graph_t* graph, const spora
                                                const spora_graph_t* body_graph, const spora_value_t* inputs,
                                                size_t num_inputs, const char* file, int32_t line,
                                                spora_value_t* outputs, size_t capacity, size_t* num_outputs);
+/* Calls `sub` inside `graph`: copies sub's nodes into `graph`, binding sub's
+ * inputs, in creation order, to `args` (same dtypes and shapes; `sub` must
+ * have no weights). Writes the values of sub's outputs in `graph` to
+ * `outputs` (`capacity` entries) and their count to `*num_outputs`. This is
+ * how a gradient graph built separately (spora_graph_grad of a sub-function)
+ * becomes part of a larger graph, e.g. a training step traced as one graph. */
+SPORA_API spora_status_t spora_graph_inline(spora_graph_t* graph, const spora_graph_t* sub, const spora_value_t* args,
+                                            size_t num_args, spora_value_t* outputs, size_t capacity,
+                                            size_t* num_outputs);
 SPORA_API spora_status_t spora_graph_set_outputs(spora_graph_t* graph, const spora_value_t* values, size_t count);
 /* The graph's outputs: writes min(count, capacity) values and the count. */
 SPORA_API spora_status_t spora_graph_outputs(const spora_graph_t* graph, spora_value_t* values, size_t capacity,
@@ -323,8 +349,9 @@ SPORA_API spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** 
 /* Parses and verifies a graph written by spora_graph_to_json. */
 SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out);
 
-/* Runs the optimisation passes of `level` (0 none, 1: dce, cse,
- * algebraic_simplify, constant_folding; 2: more) on the graph in place.
+/* Runs the optimisation passes of `level` (0 none, 1: shape_inference,
+ * inline, dce, cse, algebraic_simplify, constant_folding, epilogue_fusion;
+ * 2: more) on the graph in place.
  * SPORA_DUMP_IR=<dir> writes the IR before and after every pass. Values of
  * the graph before optimising are not valid afterwards (use
  * spora_graph_outputs). */
@@ -338,13 +365,28 @@ SPORA_API spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t leve
 SPORA_API spora_status_t spora_graph_grad(const spora_graph_t* graph, const spora_value_t* wrt, size_t num_wrt,
                                           size_t output, spora_graph_t** out);
 
-/* Compiles for `device`: verifies, plans every kernel, uploads constants and
- * plans intermediate memory. */
+/* Compiles for `device`: verifies, places every op (on the device if its
+ * plugin has a kernel, else as the op's decomposition, else on the cpu
+ * device with the copies it needs planned into the run), plans every kernel,
+ * uploads constants and plans intermediate memory. An op neither the device
+ * nor cpu can run is SPORA_ERROR_UNIMPLEMENTED naming the op and its source
+ * line. */
 SPORA_API spora_status_t spora_graph_compile(const spora_graph_t* graph, spora_device_t* device,
                                              spora_executable_t** out);
 SPORA_API spora_status_t spora_executable_free(spora_executable_t* exe);
 /* Runs once: `params` binds every input and weight in creation order
- * (`num_params` must match); writes one new tensor per graph output. */
+ * (`num_params` must match); writes one new tensor per graph output.
+ * Inputs (not weights) may have shapes other than those the graph was built
+ * with, of the same dtype and rank (the last, smaller batch of an epoch):
+ * the first run with a new signature re-infers the graph's shapes for it and
+ * plans it; later runs with that signature reuse the plan. Each executable
+ * keeps SPORA_PLAN_CACHE plans (environment, default 8), dropping the least
+ * recently used. A signature the graph cannot take (an attribute fixes a
+ * shape, e.g. reshape without -1; dimensions that no longer contract) is
+ * SPORA_ERROR_INVALID_ARGUMENT naming the op and its source line.
+ * Asynchronous: returns once the work is queued on the device's stream; the
+ * host waits only to read if/while conditions, and reading an output waits
+ * for it. Runs of one executable are serialised. */
 SPORA_API spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params,
                                               size_t num_params, spora_tensor_t** outputs, size_t num_outputs);
 /* Runs the graph op by op through eager dispatch on `device` (no compile,
@@ -354,7 +396,7 @@ SPORA_API spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora
                                                spora_tensor_t* const* params, size_t num_params,
                                                spora_tensor_t** outputs, size_t num_outputs);
 /* Bytes of the planned intermediate arena, and of all intermediate and
- * output tensors without reuse. */
+ * output tensors without reuse, for the graph's own signature. */
 SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);
 
 /* ------------------------------------------------------------------------ */

@@ -7,9 +7,10 @@
 #include "ir/serialize.h"
 #include "passes/pass.h"
 #include "sched/executor.h"
+#include "sched/plan_cache.h"
 
 struct spora_executable {
-  std::unique_ptr<spora::sched::Executable> exe;
+  std::unique_ptr<spora::sched::PlanCache> exe;  // plans by input signature
 };
 
 using spora::Code;
@@ -118,6 +119,26 @@ static void write_outputs(const std::vector<spora::ir::Value>& outs, const char*
   if (outs.size()) need(outputs, fn, "outputs");
   for (size_t i = 0; i < outs.size(); ++i) outputs[i] = encode(outs[i]);
   if (num_outputs) *num_outputs = outs.size();
+}
+
+spora_status_t spora_graph_inline(spora_graph_t* graph, const spora_graph_t* sub, const spora_value_t* args,
+                                  size_t num_args, spora_value_t* outputs, size_t capacity, size_t* num_outputs) {
+  return guard([&] {
+    need(graph, "spora_graph_inline", "graph");
+    need(sub, "spora_graph_inline", "sub");
+    if (num_args) need(args, "spora_graph_inline", "args");
+    std::vector<spora::ir::Value> in;
+    for (size_t i = 0; i < num_args; ++i) in.push_back(decode(graph->g, args[i], "spora_graph_inline"));
+    // Check capacity first, so a failed call leaves the graph as it was.
+    const size_t n = sub->g.outputs().size();
+    if (capacity < n) fail(Code::kInvalidArgument, "[spora_graph_inline] sub has {} outputs, capacity is {}", n, capacity);
+    // Inline into a copy: a type mismatch found halfway must not leave
+    // half the nodes behind.
+    spora::ir::Graph g = graph->g;
+    const auto outs = spora::ir::inline_graph(g, sub->g, in);
+    graph->g = std::move(g);
+    write_outputs(outs, "spora_graph_inline", outputs, num_outputs);
+  });
 }
 
 spora_status_t spora_graph_add_if(spora_graph_t* graph, spora_value_t cond, const spora_graph_t* then_graph,
@@ -249,7 +270,7 @@ spora_status_t spora_graph_compile(const spora_graph_t* graph, spora_device_t* d
     need(graph, "spora_graph_compile", "graph");
     spora::Device* d = from_handle(need(device, "spora_graph_compile", "device"));
     need(out, "spora_graph_compile", "out");
-    *out = new spora_executable{std::make_unique<spora::sched::Executable>(graph->g, d)};
+    *out = new spora_executable{std::make_unique<spora::sched::PlanCache>(graph->g, d)};
   });
 }
 

@@ -69,6 +69,57 @@ spora_status_t spora_tensor_device(const spora_tensor_t* tensor, spora_device_t*
   });
 }
 
+spora_status_t spora_tensor_data(const spora_tensor_t* tensor, void** ptr) {
+  return guard([&] {
+    need(tensor, "spora_tensor_data", "tensor");
+    need(ptr, "spora_tensor_data", "ptr");
+    spora::Device* d = tensor->t.device();
+    if (!d->unified_memory())
+      fail(Code::kInvalidArgument,
+           "[spora_tensor_data] device {} does not share memory with the host; copy with spora_tensor_read or "
+           "spora_tensor_to a cpu device first",
+           d->name());
+    // Kernels may still be writing the buffer on a queued stream.
+    d->synchronize();
+    *ptr = reinterpret_cast<void*>(tensor->t.data());
+  });
+}
+
+spora_status_t spora_tensor_wrap(spora_device_t* device, spora_dtype_t dtype, const int64_t* shape, int32_t ndim,
+                                 void* data, void (*deleter)(void*), void* ctx, spora_tensor_t** out) {
+  return guard([&] {
+    spora::Device* d = from_handle(need(device, "spora_tensor_wrap", "device"));
+    need(out, "spora_tensor_wrap", "out");
+    if (!spora::dtype_valid(dtype))
+      fail(Code::kInvalidArgument, "[spora_tensor_wrap] unknown dtype value {}", static_cast<int>(dtype));
+    if (!d->unified_memory())
+      fail(Code::kInvalidArgument,
+           "[spora_tensor_wrap] device {} does not share memory with the host; create the tensor with "
+           "spora_tensor_create instead",
+           d->name());
+    const spora::Shape s = spora::Shape::from(shape, ndim, "spora_tensor_wrap");
+    const size_t es = spora::dtype_size(dtype);
+    const uint64_t n = static_cast<uint64_t>(s.numel());
+    if (n > (static_cast<uint64_t>(1) << 62) / es)
+      fail(Code::kInvalidArgument, "[spora_tensor_wrap] shape {} is too large", s.str());
+    if (n && !data) fail(Code::kInvalidArgument, "[spora_tensor_wrap] data is null");
+    // Kernels use element-wise access; a misaligned element would fault or
+    // silently slow down vector loads.
+    if (reinterpret_cast<uintptr_t>(data) % es != 0)
+      fail(Code::kInvalidArgument, "[spora_tensor_wrap] data is not aligned to its {}-byte elements", es);
+    std::function<void()> release;
+    if (deleter) release = [deleter, ctx] { deleter(ctx); };
+    else release = [] {};
+    spora::Tensor t;
+    t.buffer = std::make_shared<spora::Buffer>(d, reinterpret_cast<spora_devptr_t>(data),
+                                               static_cast<size_t>(n) * es, std::move(release));
+    t.dtype = dtype;
+    t.shape = s;
+    t.id = spora::new_tensor_id();  // a user-visible value: the tape keys by it
+    *out = new spora_tensor{std::move(t)};
+  });
+}
+
 spora_status_t spora_tensor_free(spora_tensor_t* tensor) {
   return guard([&] { delete tensor; });
 }

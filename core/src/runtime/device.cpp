@@ -84,6 +84,7 @@ spora_devptr_t Device::alloc(size_t bytes) {
 
 void Device::free(spora_devptr_t ptr) noexcept {
   if (!ptr) return;
+  ++host_waits_;  // plugins may wait for queued work before freeing
   if (spora_plugin_error_t* e = api_->mem_free(index_, ptr)) {
     logger().error("[{}] free failed: {}", name_, e->message ? e->message : "");
     if (e->destroy) e->destroy(e);
@@ -91,15 +92,19 @@ void Device::free(spora_devptr_t ptr) noexcept {
 }
 
 void Device::copy_h2d(spora_devptr_t dst, const void* src, size_t bytes) {
+  ++host_waits_;
   throw_if_error(api_->copy_h2d(index_, dst, src, bytes), "[" + name_ + "] copy to device");
 }
 void Device::copy_d2h(void* dst, spora_devptr_t src, size_t bytes) {
+  ++host_waits_;
   throw_if_error(api_->copy_d2h(index_, dst, src, bytes), "[" + name_ + "] copy to host");
 }
 void Device::copy_d2d(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  ++host_waits_;
   throw_if_error(api_->copy_d2d(index_, dst, src, bytes), "[" + name_ + "] copy on device");
 }
 void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
+  ++host_waits_;
   if (!api_->memset) {
     // Optional in practice: emulate with a host buffer.
     std::vector<unsigned char> zeros(bytes, static_cast<unsigned char>(byte));
@@ -110,12 +115,50 @@ void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
 }
 
 void Device::synchronize() {
+  ++host_waits_;
   spora_stream_t* s;
   {
     std::lock_guard<std::mutex> lock(mu_);
     s = stream_;
   }
   if (s) throw_if_error(api_->stream_synchronize(s), "[" + name_ + "]");
+}
+
+bool Device::has_async() const {
+  return api_->copy_h2d_async && api_->copy_d2h_async && api_->copy_d2d_async && api_->stream_add_callback;
+}
+
+namespace {
+template <class Fn>
+Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
+  if (!fn) fail(Code::kUnimplemented, "[{}] the plugin has no {}", device, what);
+  return fn;
+}
+}  // namespace
+
+void Device::copy_h2d_async(spora_devptr_t dst, const void* src, size_t bytes) {
+  auto* fn = need_entry(api_->copy_h2d_async, "copy_h2d_async", name_);
+  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy to device");
+}
+void Device::copy_d2h_async(void* dst, spora_devptr_t src, size_t bytes) {
+  auto* fn = need_entry(api_->copy_d2h_async, "copy_d2h_async", name_);
+  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy to host");
+}
+void Device::copy_d2d_async(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  auto* fn = need_entry(api_->copy_d2d_async, "copy_d2d_async", name_);
+  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy on device");
+}
+void Device::host_callback(spora_host_callback_fn cb, void* user_data) {
+  auto* fn = need_entry(api_->stream_add_callback, "stream_add_callback", name_);
+  throw_if_error(fn(stream(), cb, user_data), "[" + name_ + "] host callback");
+}
+
+void Device::reserve_workspace(size_t bytes) {
+  if (bytes == 0) return;
+  std::lock_guard<std::mutex> lock(workspace_mu_);
+  if (workspace_ && workspace_->bytes() >= bytes) return;
+  workspace_.reset();
+  workspace_ = std::make_shared<Buffer>(this, bytes);
 }
 
 KernelEntry::~KernelEntry() {

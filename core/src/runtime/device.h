@@ -57,6 +57,25 @@ class Device {
   void memset(spora_devptr_t dst, int byte, size_t bytes);
   void synchronize();
 
+  // Work enqueued on the device's stream, returning at once (execution
+  // plans use these so that a run never waits for the device between
+  // launches). Host memory must stay valid, and for d2h unread, until the
+  // stream reaches the copy; a callback runs on a plugin thread in stream
+  // order and must not wait for this device. Throw Code::kUnimplemented
+  // when the plugin lacks the entry point.
+  void copy_h2d_async(spora_devptr_t dst, const void* src, size_t bytes);
+  void copy_d2h_async(void* dst, spora_devptr_t src, size_t bytes);
+  void copy_d2d_async(spora_devptr_t dst, spora_devptr_t src, size_t bytes);
+  void host_callback(spora_host_callback_fn fn, void* user_data);
+  bool has_async() const;  // all four of the above are available
+  // Calls above that make the host wait for the device's queued work
+  // (synchronous copies and memset, synchronize, free): a count for tests
+  // that check an execution plan issues none between its launches.
+  uint64_t host_waits() const { return host_waits_.load(std::memory_order_relaxed); }
+  // Grows the shared kernel workspace now (plans size it when compiled), so
+  // that the first launch does not free a smaller one under queued work.
+  void reserve_workspace(size_t bytes);
+
   // The kernel planned for this call, planning it on first use. Throws
   // Code::kUnimplemented (with the plugin's reason) if the plugin has none.
   // At most kMaxCachedKernels plans stay cached per device (least recently
@@ -90,6 +109,7 @@ class Device {
   std::mutex workspace_mu_;
   std::shared_ptr<Buffer> workspace_;
   uint64_t clock_ = 0;
+  std::atomic<uint64_t> host_waits_{0};
   std::atomic<bool> fallback_{true};
 };
 

@@ -1,6 +1,7 @@
 // Eager tensors: a shared device buffer plus dtype, shape and a byte offset
 // (views such as reshape share the buffer).
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "ir/dtype.h"
@@ -14,7 +15,18 @@ namespace spora {
 class Buffer {
  public:
   Buffer(Device* device, size_t bytes) : device_(device), bytes_(bytes), ptr_(device->alloc(bytes)) {}
-  ~Buffer() { device_->free(ptr_); }
+  // Memory the device did not allocate (host memory of a unified-memory
+  // device, e.g. a NumPy array imported through DLPack): `release` runs
+  // instead of the device's free, because the plugin's allocator must never
+  // see a pointer it did not hand out.
+  Buffer(Device* device, spora_devptr_t external, size_t bytes, std::function<void()> release)
+      : device_(device), bytes_(bytes), ptr_(external), release_(std::move(release)) {}
+  ~Buffer() {
+    if (release_)
+      release_();
+    else
+      device_->free(ptr_);
+  }
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
@@ -26,6 +38,7 @@ class Buffer {
   Device* device_;
   size_t bytes_;
   spora_devptr_t ptr_;
+  std::function<void()> release_;
 };
 
 struct Tensor {

@@ -1,33 +1,43 @@
 #include "sched/executor.h"
 
+#include <algorithm>
 #include <cmath>
+#include <condition_variable>
 #include <cstdlib>
 #include <map>
 
 #include "autodiff/tape.h"
-#include "ir/builder.h"
-#include "ir/rewrite.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
-#include "ops/decompose.h"
 #include "runtime/eager.h"
 #include "sched/memory_plan.h"
+#include "sched/placement.h"
 #include "support/error.h"
+#include "support/log.h"
 
 namespace spora::sched {
 
 // Where a value's bytes are at run time.
 struct Executable::Slot {
-  enum Kind { kParam, kConstant, kArena, kOutput, kAlias } kind = kArena;
+  // kHostOnly: made and read by cpu-placed ops only; it lives in the host
+  // arena and has no device memory.
+  enum Kind { kParam, kConstant, kArena, kOutput, kAlias, kHostOnly } kind = kArena;
   int32_t index = 0;    // param position, constant index, output position
   uint64_t offset = 0;  // arena offset (kArena)
   ir::Value alias;      // kAlias: the value whose memory this is (a view)
 };
 
+// A copy between a device value and its copy in the host arena.
+struct HostCopy {
+  ir::Value value;  // the device-side value (an alias root)
+  uint64_t host_offset = 0;
+  uint64_t bytes = 0;
+};
+
 struct Step {
-  enum Kind { kKernel, kIf, kWhile } kind = kKernel;
+  enum Kind { kKernel, kHostKernel, kIf, kWhile } kind = kKernel;
   int32_t node = 0;
-  KernelRef kernel;  // kKernel
+  KernelRef kernel;  // kKernel; kHostKernel: planned on the cpu device
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
   // kIf: then, else. kWhile: cond, body.
@@ -35,6 +45,37 @@ struct Step {
   // kWhile: the cond's result and the second set of loop-carried buffers.
   Tensor flag;
   std::vector<Tensor> scratch;
+  // kHostKernel: device values copied to cpu before the launch and back
+  // after it; the launch's cpu addresses are fixed when compiling.
+  std::vector<HostCopy> copy_in, copy_out;
+  spora_devptr_t host_in[kMaxOpInputs] = {};
+  spora_devptr_t host_out[kMaxOpOutputs] = {};
+  Device* host = nullptr;
+  Executable* owner = nullptr;
+};
+
+// The host callback of a cpu-placed step: runs its cpu kernel in the device
+// stream's order, after the copies in and before the copies out.
+struct HostLaunch {
+  static void run(void* user, const spora_plugin_error_t* /*status*/) {
+    // Earlier failures on the stream stay the stream's to report; the
+    // kernel runs regardless, like the device's own kernels do.
+    Step* s = static_cast<Step*>(user);
+    Executable* x = s->owner;
+    try {
+      s->host->launch(*s->kernel, s->host_in, s->host_out);
+    } catch (const std::exception& e) {
+      const Error* err = dynamic_cast<const Error*>(&e);
+      std::lock_guard<std::mutex> lock(x->async_mu_);
+      if (!x->async_error_)
+        x->async_error_ = std::make_unique<Error>(err ? err->code() : Code::kInternal,
+                                                  ir::with_loc(e.what(), x->graph_.node(s->node).loc));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(x->async_mu_);
+      if (!x->async_error_)
+        x->async_error_ = std::make_unique<Error>(Code::kInternal, "[graph] unknown error in a host callback");
+    }
+  }
 };
 
 namespace {
@@ -57,6 +98,41 @@ bool read_flag(const Tensor& t) {
                          limit));
 }
 
+// A device-to-device copy in stream order (synchronous on plugins without
+// asynchronous copies).
+void copy_in_stream(Device* d, spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  if (!bytes) return;
+  if (d->has_async())
+    d->copy_d2d_async(dst, src, bytes);
+  else
+    d->copy_d2d(dst, src, bytes);
+}
+
+// Blocks until the device's stream has run everything queued so far, without
+// taking the stream's pending error (that stays for the user's synchronize).
+void wait_for_stream(Device* d) noexcept {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+  } gate;
+  try {
+    d->host_callback(
+        [](void* user, const spora_plugin_error_t*) {
+          auto* g = static_cast<Gate*>(user);
+          std::lock_guard<std::mutex> lock(g->mu);
+          g->open = true;
+          g->cv.notify_all();
+        },
+        &gate);
+  } catch (const std::exception& e) {
+    logger().error("[graph] cannot wait for {}: {}", d->name(), e.what());
+    return;
+  }
+  std::unique_lock<std::mutex> lock(gate.mu);
+  gate.cv.wait(lock, [&] { return gate.open; });
+}
+
 }  // namespace
 
 int64_t max_while_iterations() {
@@ -69,64 +145,27 @@ int64_t max_while_iterations() {
   return static_cast<int64_t>(v);
 }
 
-Executable::~Executable() = default;
-
-namespace {
-
-// Placement by capability: an op the device has no kernel for is replaced by
-// its decomposition (repeatedly: a decomposition may use ops the device
-// lacks too). Ops without one stay, and planning reports them with their
-// source line.
-ir::Graph decompose_unsupported(const ir::Graph& g, Device* device) {
-  ir::Graph cur = g;
-  for (int round = 0; round < 4; ++round) {
-    ir::Rewriter rw(cur);
-    bool changed = false;
-    for (size_t id = 0; id < cur.nodes().size(); ++id) {
-      const ir::Node& n = cur.nodes()[id];
-      if (n.kind != ir::NodeKind::kApply) {
-        rw.copy(static_cast<int32_t>(id));
-        continue;
-      }
-      TensorMeta metas[kMaxOpInputs];
-      for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = cur.meta(n.inputs[i]);
-      OpCall call;
-      infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
-      // Without fallback the op keeps its place, and planning reports the
-      // missing kernel.
-      const DecomposeFn fn = call.view || !device->fallback() ? nullptr : find_decomposition(n.op->name);
-      bool supported = true;
-      if (fn) {
-        try {
-          device->kernel(*n.op, call);
-        } catch (const Error& e) {
-          if (e.code() != Code::kUnimplemented) throw;
-          supported = false;
-        }
-      }
-      if (supported) {
-        rw.copy(static_cast<int32_t>(id));
-        continue;
-      }
-      ir::Builder b(rw.out(), n.loc);
-      std::vector<ir::Value> x;
-      for (const ir::Value& v : n.inputs) x.push_back(rw.map(v));
-      const std::vector<ir::Value> outs = fn(b, x, n.attrs);
-      for (size_t o = 0; o < outs.size() && o < n.outputs.size(); ++o)
-        rw.set({static_cast<int32_t>(id), static_cast<int32_t>(o)}, outs[o]);
-      changed = true;
-    }
-    if (!changed) break;
-    cur = rw.finish();
-  }
-  return cur;
+Executable::~Executable() {
+  // Queued host callbacks point into this plan's steps.
+  if (host_ops_) wait_for_stream(device_);
 }
 
-}  // namespace
+void Executable::raise_async_error() {
+  std::lock_guard<std::mutex> lock(async_mu_);
+  if (!async_error_) return;
+  const Error e = *async_error_;
+  async_error_.reset();
+  throw Error(e.code(), std::string(e.what()) + " (in an earlier run of graph '" + graph_.name() + "')");
+}
 
-Executable::Executable(const ir::Graph& graph, Device* device)
-    : graph_(decompose_unsupported(graph, device)), device_(device) {
+Executable::Executable(const ir::Graph& graph, Device* device) : device_(device) {
   ir::check_json_roundtrip(graph, "compile");
+  {
+    Placement placed = place(graph, device);
+    graph_ = std::move(placed.graph);
+    on_host_ = std::move(placed.on_host);
+    host_ = placed.host;
+  }
   ir::verify(graph_);
   ir::check_json_roundtrip(graph_, "compile, after decomposing unsupported ops");
   const auto& nodes = graph_.nodes();
@@ -208,10 +247,17 @@ Executable::Executable(const ir::Graph& graph, Device* device)
         if (call.view) {
           slots_[id][0] = {Slot::kAlias, 0, 0, n.inputs[0]};
         } else {
+          Device* runs_on = on_host_[id] ? host_ : device_;
           try {
-            step->kernel = device_->kernel(*n.op, call);
+            step->kernel = runs_on->kernel(*n.op, call);
           } catch (const Error& e) {
             node_error(n, e.code(), e.what());
+          }
+          if (on_host_[id]) {
+            step->kind = Step::kHostKernel;
+            step->host = host_;
+            step->owner = this;
+            ++host_ops_;
           }
           steps_.push_back(std::move(step));
         }
@@ -239,6 +285,36 @@ Executable::Executable(const ir::Graph& graph, Device* device)
     auto& slot = slots_[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)];
     if (slot.kind == Slot::kArena) slot = {Slot::kOutput, pos, 0, {}};
   }
+  // Which values the cpu and the device need, by alias root: cpu-placed
+  // outputs the device never reads get no device memory.
+  std::vector<std::vector<int32_t>> host_first(nodes.size()), host_last(nodes.size());
+  std::vector<std::vector<char>> device_reads(nodes.size());
+  if (host_ops_) {
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      host_first[id].assign(nodes[id].outputs.size(), -1);
+      host_last[id].assign(nodes[id].outputs.size(), -1);
+      device_reads[id].assign(nodes[id].outputs.size(), 0);
+    }
+    for (const auto& step : steps_)
+      for (const ir::Value& v : step->inputs) {
+        const ir::Value r = root(v);
+        const size_t rn = static_cast<size_t>(r.node), ri = static_cast<size_t>(r.index);
+        if (step->kind == Step::kHostKernel) {
+          if (host_first[rn][ri] < 0) host_first[rn][ri] = step->node;
+          host_last[rn][ri] = step->node;
+        } else {
+          device_reads[rn][ri] = 1;
+        }
+      }
+    for (const ir::Value& v : graph_.outputs()) {
+      const ir::Value r = root(v);
+      device_reads[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)] = 1;
+    }
+    for (size_t id = 0; id < nodes.size(); ++id)
+      if (on_host_[id])
+        for (size_t o = 0; o < slots_[id].size(); ++o)
+          if (!device_reads[id][o] && slots_[id][o].kind == Slot::kArena) slots_[id][o].kind = Slot::kHostOnly;
+  }
   std::map<std::pair<int32_t, int32_t>, size_t> request_index;
   for (size_t id = 0; id < nodes.size(); ++id) {
     const ir::NodeKind k = nodes[id].kind;
@@ -261,7 +337,7 @@ Executable::Executable(const ir::Graph& graph, Device* device)
         req.reuse = static_cast<int32_t>(it->second);
         return true;
       };
-      if (k == ir::NodeKind::kApply && n.op->in_place && n.op->in_place_input) {
+      if (k == ir::NodeKind::kApply && n.op->in_place && n.op->in_place_input && !on_host_[id]) {
         // A multi-output op writes output o over its partner input only: the
         // partner must not be read through any other input slot too, since
         // the kernel reads those while writing o (possibly on other threads).
@@ -275,7 +351,7 @@ Executable::Executable(const ir::Graph& graph, Device* device)
           }
           if (!shared) reuse(n.inputs[static_cast<size_t>(i)]);
         }
-      } else if (o == 0 && k == ir::NodeKind::kApply && n.op->in_place) {
+      } else if (o == 0 && k == ir::NodeKind::kApply && n.op->in_place && !on_host_[id]) {
         for (const ir::Value& v : n.inputs)
           if (reuse(v)) break;
       }
@@ -298,6 +374,77 @@ Executable::Executable(const ir::Graph& graph, Device* device)
   // Nested plans (and a loop's scratch) are memory this executable holds.
   arena_bytes_ += sub_bytes_;
   naive_bytes_ += sub_naive_bytes_;
+
+  if (host_ops_) {
+    // The host arena, planned like the device's: cpu-placed outputs from
+    // their step on, device values' cpu copies from their first cpu reader,
+    // each until its last cpu reader. Constants are uploaded to cpu once.
+    std::vector<BufferRequest> host_requests;
+    std::vector<ir::Value> host_value;
+    std::vector<std::vector<int32_t>> host_const(nodes.size());
+    for (size_t id = 0; id < nodes.size(); ++id) {
+      host_const[id].assign(nodes[id].outputs.size(), -1);
+      for (size_t o = 0; o < nodes[id].outputs.size(); ++o) {
+        const bool produced = on_host_[id];
+        if (!produced && host_first[id][o] < 0) continue;
+        const TensorMeta& m = nodes[id].outputs[o];
+        if (nodes[id].kind == ir::NodeKind::kConstant) {
+          host_constants_.push_back(
+              tensor_from_host(host_, m.dtype, m.shape, nodes[id].data->data(), nodes[id].data->size()));
+          host_const[id][o] = static_cast<int32_t>(host_constants_.size() - 1);
+          continue;
+        }
+        const int32_t first = produced ? static_cast<int32_t>(id) : host_first[id][o];
+        host_requests.push_back(
+            {static_cast<uint64_t>(m.shape.numel()) * dtype_size(m.dtype), first, std::max(first, host_last[id][o])});
+        host_value.push_back({static_cast<int32_t>(id), static_cast<int32_t>(o)});
+      }
+    }
+    const MemoryPlan hplan = plan_memory(host_requests);
+    host_arena_bytes_ = hplan.arena_bytes;
+    if (host_arena_bytes_ > 0) host_arena_ = std::make_shared<Buffer>(host_, host_arena_bytes_);
+    std::map<std::pair<int32_t, int32_t>, uint64_t> host_offset;
+    for (size_t i = 0; i < host_requests.size(); ++i)
+      host_offset[{host_value[i].node, host_value[i].index}] = hplan.offsets[i];
+    auto host_ptr = [&](ir::Value r) -> spora_devptr_t {
+      const int32_t c = host_const[static_cast<size_t>(r.node)][static_cast<size_t>(r.index)];
+      if (c >= 0) return host_constants_[static_cast<size_t>(c)].data();
+      return reinterpret_cast<spora_devptr_t>(reinterpret_cast<uintptr_t>(host_arena_->ptr()) +
+                                              host_offset.at({r.node, r.index}));
+    };
+    for (const auto& step : steps_) {
+      if (step->kind != Step::kHostKernel) continue;
+      for (size_t i = 0; i < step->inputs.size(); ++i) {
+        const ir::Value r = root(step->inputs[i]);
+        step->host_in[i] = host_ptr(r);
+        const size_t rn = static_cast<size_t>(r.node), ri = static_cast<size_t>(r.index);
+        // A device value is copied in by its first cpu reader, once.
+        if (on_host_[rn] || host_const[rn][ri] >= 0 || host_first[rn][ri] != step->node) continue;
+        bool seen = false;
+        for (const HostCopy& c : step->copy_in) seen = seen || c.value == r;
+        if (!seen)
+          step->copy_in.push_back(
+              {r, host_offset.at({r.node, r.index}), graph_.meta(r).shape.numel() * dtype_size(graph_.meta(r).dtype)});
+      }
+      for (size_t o = 0; o < step->outputs.size(); ++o) {
+        const ir::Value v = step->outputs[o];
+        step->host_out[o] = host_ptr(v);
+        if (device_reads[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)])
+          step->copy_out.push_back(
+              {v, host_offset.at({v.node, v.index}), graph_.meta(v).shape.numel() * dtype_size(graph_.meta(v).dtype)});
+      }
+      host_copies_ += step->copy_in.size() + step->copy_out.size();
+    }
+  }
+  // Kernel scratch sized now: growing it during a run would free the old
+  // one, which waits for the device.
+  size_t workspace = 0, host_workspace = 0;
+  for (const auto& step : steps_) {
+    if (step->kind == Step::kKernel) workspace = std::max(workspace, step->kernel->workspace);
+    if (step->kind == Step::kHostKernel) host_workspace = std::max(host_workspace, step->kernel->workspace);
+  }
+  device_->reserve_workspace(workspace);
+  if (host_) host_->reserve_workspace(host_workspace);
 }
 
 void Executable::check_params(const std::vector<const Tensor*>& params) const {
@@ -307,7 +454,8 @@ void Executable::check_params(const std::vector<const Tensor*>& params) const {
   for (size_t i = 0; i < params.size(); ++i) {
     const ir::Node& n = graph_.node(param_nodes_[i]);
     const TensorMeta& m = n.outputs[0];
-    if (!params[i]) fail(Code::kInvalidArgument, "[graph {}] {} '{}' is null", graph_.name(), node_kind_name(n.kind), n.name);
+    if (!params[i])
+      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is null", graph_.name(), node_kind_name(n.kind), n.name);
     const Tensor& t = *params[i];
     if (t.device() != device_)
       fail(Code::kInvalidArgument, "[graph {}] {} '{}' is on {}, the graph runs on {}", graph_.name(),
@@ -331,6 +479,7 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
 
 void Executable::run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs) {
   check_params(params);
+  raise_async_error();
   if (outputs.size() != graph_.outputs().size())
     fail(Code::kInternal, "[graph {}] has {} outputs, {} given to write", graph_.name(), graph_.outputs().size(),
          outputs.size());
@@ -391,6 +540,21 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
           node_error(graph_.node(step->node), e.code(), e.what());
         }
         break;
+      case Step::kHostKernel: {
+        const auto host_addr = [&](uint64_t offset) {
+          return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host_arena_->ptr()) + offset);
+        };
+        try {
+          for (const HostCopy& c : step->copy_in)
+            if (c.bytes) device_->copy_d2h_async(host_addr(c.host_offset), addr(c.value), c.bytes);
+          device_->host_callback(&HostLaunch::run, step.get());
+          for (const HostCopy& c : step->copy_out)
+            if (c.bytes) device_->copy_h2d_async(addr(c.value), host_addr(c.host_offset), c.bytes);
+        } catch (const Error& e) {
+          node_error(graph_.node(step->node), e.code(), e.what());
+        }
+        break;
+      }
       case Step::kIf: {
         const bool taken = read_flag(tensor_of(step->inputs[0]));
         std::vector<Tensor> args, outs;
@@ -420,7 +584,7 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
         }
         if (cur != &final_out)
           for (size_t i = 0; i < final_out.size(); ++i)
-            if (final_out[i].nbytes()) device_->copy_d2d(final_out[i].data(), (*cur)[i].data(), final_out[i].nbytes());
+            copy_in_stream(device_, final_out[i].data(), (*cur)[i].data(), final_out[i].nbytes());
         break;
       }
     }
@@ -430,7 +594,7 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
   for (size_t i = 0; i < graph_.outputs().size(); ++i) {
     const ir::Value v = graph_.outputs()[i];
     const spora_devptr_t src = addr(v);
-    if (src != outputs[i].data() && outputs[i].nbytes()) device_->copy_d2d(outputs[i].data(), src, outputs[i].nbytes());
+    if (src != outputs[i].data()) copy_in_stream(device_, outputs[i].data(), src, outputs[i].nbytes());
   }
 }
 
@@ -518,13 +682,15 @@ std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vecto
     }
     // Like any eager runtime, release a value after its last reader.
     for (const ir::Value& v : n.inputs)
-      if (last_use[static_cast<size_t>(v.node)] == static_cast<int64_t>(id)) values[static_cast<size_t>(v.node)].clear();
+      if (last_use[static_cast<size_t>(v.node)] == static_cast<int64_t>(id))
+        values[static_cast<size_t>(v.node)].clear();
   }
   if (next_param != params.size())
     fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph.name(), next_param,
          params.size());
   std::vector<Tensor> out;
-  for (const ir::Value& v : graph.outputs()) out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+  for (const ir::Value& v : graph.outputs())
+    out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
   return out;
 }
 

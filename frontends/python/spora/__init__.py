@@ -1,0 +1,60 @@
+"""Spora: a deep-learning framework in the line of MindSpore.
+
+    import spora
+    x = spora.Tensor([[1.0, 2.0]])
+    spora.set_device("cpu")
+    spora.set_context(mode=spora.GRAPH_MODE)
+"""
+import os as _os
+
+from . import _C
+
+# Frames inside this package are not "the user's line" in error messages.
+_C._set_internal_dirs([_os.path.dirname(_os.path.abspath(__file__)) + _os.sep])
+
+from ._C import (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError,  # noqa: E402
+                 UntraceableError, from_dlpack)
+from ._dtype import (DType, float32, float64, float16, bfloat16, int32, int64, uint8, bool_)  # noqa: E402
+from ._tensor import Tensor  # noqa: E402
+from ._parameter import Parameter  # noqa: E402
+from ._context import (PYNATIVE_MODE, GRAPH_MODE, devices, set_device, get_device, set_context,  # noqa: E402
+                       get_context)
+from . import ops  # noqa: E402
+from ._autograd import grad, value_and_grad  # noqa: E402
+from ._jit import jit, JitFunction, JitFallbackWarning  # noqa: E402
+from . import _jit  # noqa: E402
+
+for _e in (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError, UntraceableError):
+    _e.__module__ = "spora"
+
+zeros = ops.zeros
+ones = ops.ones
+full = ops.full
+arange = ops.arange
+eye = ops.eye
+zeros_like = ops.zeros_like
+ones_like = ops.ones_like
+concat = ops.concat
+stack = ops.stack
+where = ops.where
+stop_gradient = ops.stop_gradient
+
+
+def tensor(data, dtype=None, device=None):
+    """Same as spora.Tensor(data, dtype, device)."""
+    return Tensor(data, dtype, device)
+
+
+__version__ = "%d.%d.%d" % _C.version()
+
+# Checkpoints and exported models (spora.serialization); spora.nn,
+# spora.train and spora.dataset load on first use.
+from .serialization import (save_checkpoint, load_checkpoint, load_checkpoint_metadata,  # noqa: E402
+                            load_param_into_net, export, load)
+
+
+def __getattr__(name):
+    if name in ("nn", "train", "dataset"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError(f"module 'spora' has no attribute {name!r}")

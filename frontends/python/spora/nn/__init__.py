@@ -1,0 +1,42 @@
+"""spora.nn: cells (layers and networks), initializers, losses, optimizers.
+
+    import spora
+    from spora import nn
+
+    class Net(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Dense(784, 128, activation="relu")
+            self.fc2 = nn.Dense(128, 10)
+
+        def construct(self, x):
+            return self.fc2(self.fc1(x))
+
+In spora.GRAPH_MODE calling a cell compiles its construct (per input
+signature and training phase); in PYNATIVE_MODE it runs op by op.
+"""
+from . import init
+from .cell import Cell, CellList, SequentialCell
+from .clip import ClipByGlobalNorm, global_norm
+from .graph_cell import GraphCell
+from .layer.activation import (GELU, LeakyReLU, LogSoftmax, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh,
+                               get_activation)
+from .layer.basic import Dense, Dropout, Embedding, Flatten, Identity
+from .layer.conv import Conv2d
+from .layer.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from .layer.pooling import AvgPool2d, MaxPool2d
+from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
+from .loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, WithLossCell)
+from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSchedule, Momentum, Optimizer, StepLR,
+                    WarmupLR)
+
+__all__ = [
+    "init", "Cell", "CellList", "SequentialCell", "GraphCell",
+    "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+    "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
+    "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",
+    "get_activation",
+    "LossBase", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "WithLossCell",
+    "Optimizer", "SGD", "Momentum", "Adam", "AdamW", "ClipByGlobalNorm", "global_norm",
+    "LearningRateSchedule", "ConstantLR", "StepLR", "CosineDecayLR", "WarmupLR",
+]

@@ -1,0 +1,285 @@
+"""nn.Cell: the building block of networks (MindSpore's Cell, PyTorch's Module).
+
+A Cell holds Parameters and sub-Cells as attributes; assigning one registers
+it (in assignment order). construct() is the forward computation; calling the
+cell runs it eagerly in PYNATIVE_MODE and through spora.jit in GRAPH_MODE,
+compiled once per input signature and training phase.
+
+Parameter names: a Parameter created without a name takes its attribute path
+in the network ("conv1.weight", "layers.0.bias"), assigned when the network's
+parameters are enumerated; checkpoints and exported models use these names.
+"""
+from collections import OrderedDict
+
+from .. import Parameter
+from . import _util
+
+
+class Cell:
+    """Base class of every layer and network. Subclasses implement construct()."""
+
+    def __init__(self, auto_prefix=True):
+        object.__setattr__(self, "_params", OrderedDict())
+        object.__setattr__(self, "_cells", OrderedDict())
+        object.__setattr__(self, "_auto_names", set())
+        object.__setattr__(self, "training", False)
+        object.__setattr__(self, "_graph_fns", {})
+        # auto_prefix=False: children's parameters are named as if they sat
+        # in this cell's parent (wrappers such as WithLossCell keep the
+        # backbone's names, so its checkpoints load into the bare network).
+        object.__setattr__(self, "_auto_prefix", bool(auto_prefix))
+
+    # -- registration -------------------------------------------------------
+    def _check_init(self, what):
+        if "_params" not in self.__dict__:
+            raise RuntimeError(f"[Cell] {type(self).__name__}: call super().__init__() before "
+                               f"assigning {what}")
+
+    def __setattr__(self, name, value):
+        if isinstance(value, Parameter):
+            self._check_init(f"Parameter {name!r}")
+            self._cells.pop(name, None)
+            self.__dict__.pop(name, None)
+            self._params[name] = value
+            if value.name is None or value.name == "" or name in self._auto_names \
+                    or value.name == name or _util.is_default_name(value.name):
+                self._auto_names.add(name)
+                _util.set_name(value, name)
+            else:
+                self._auto_names.discard(name)
+        elif isinstance(value, Cell):
+            self._check_init(f"Cell {name!r}")
+            self._params.pop(name, None)
+            self.__dict__.pop(name, None)
+            self._cells[name] = value
+        else:
+            if "_params" in self.__dict__:
+                if name in self._params:
+                    if value is None:
+                        del self._params[name]
+                    else:
+                        raise TypeError(f"[Cell] {type(self).__name__}.{name} is a Parameter; assign a "
+                                        f"Parameter (or use .set_data to change its value), got "
+                                        f"{type(value).__name__}")
+                self._cells.pop(name, None)
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        # Only reached when normal lookup fails: Parameters and Cells live in
+        # the registries, not in __dict__, so there is one place to enumerate.
+        d = self.__dict__
+        if "_params" in d and name in d["_params"]:
+            return d["_params"][name]
+        if "_cells" in d and name in d["_cells"]:
+            return d["_cells"][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        if name in self._params:
+            del self._params[name]
+        elif name in self._cells:
+            del self._cells[name]
+        else:
+            object.__delattr__(self, name)
+
+    def insert_param_to_cell(self, param_name, param, check_name=True):
+        """Register `param` under `param_name` (MindSpore's explicit form of setattr)."""
+        if not isinstance(param, Parameter):
+            raise TypeError(f"[Cell] insert_param_to_cell: {param_name!r} is not a Parameter")
+        if check_name and ("." in param_name or not param_name):
+            raise ValueError(f"[Cell] insert_param_to_cell: invalid name {param_name!r}")
+        if check_name and (param_name in self._cells or
+                           (param_name in self.__dict__ and param_name not in self._params)):
+            raise KeyError(f"[Cell] insert_param_to_cell: {param_name!r} already names an attribute")
+        setattr(self, param_name, param)
+
+    def insert_child_to_cell(self, child_name, child_cell):
+        if not isinstance(child_cell, Cell):
+            raise TypeError(f"[Cell] insert_child_to_cell: {child_name!r} is not a Cell")
+        setattr(self, child_name, child_cell)
+
+    # -- enumeration --------------------------------------------------------
+    def cells_and_names(self, cells=None, name_prefix=""):
+        """(path, cell) for this cell and every descendant, each cell once."""
+        seen = set() if cells is None else cells
+        if id(self) in seen:
+            return
+        seen.add(id(self))
+        yield name_prefix, self
+        for name, cell in self._cells.items():
+            if cell is None:
+                continue
+            if self._auto_prefix:
+                path = f"{name_prefix}.{name}" if name_prefix else name
+            else:
+                path = name_prefix
+            yield from cell.cells_and_names(seen, path)
+
+    def name_cells(self):
+        """Direct children as an ordered {name: cell}."""
+        return OrderedDict(self._cells)
+
+    def cells(self):
+        return list(self._cells.values())
+
+    def parameters_and_names(self, name_prefix="", expand=True):
+        """(full name, Parameter) for every Parameter, shared ones once.
+
+        Auto-named Parameters get their path as .name here, so what a
+        checkpoint stores matches what this yields.
+        """
+        seen = set()
+        cells = self.cells_and_names(name_prefix=name_prefix) if expand else [(name_prefix, self)]
+        for prefix, cell in cells:
+            for attr, p in cell._params.items():
+                if id(p) in seen:
+                    continue
+                seen.add(id(p))
+                path = f"{prefix}.{attr}" if prefix else attr
+                if attr in cell._auto_names:
+                    _util.set_name(p, path)
+                yield p.name, p
+
+    def get_parameters(self, expand=True):
+        """Every Parameter (trainable or not), in registration order."""
+        return [p for _, p in self.parameters_and_names(expand=expand)]
+
+    def trainable_params(self, recurse=True):
+        return [p for p in self.get_parameters(expand=recurse) if p.requires_grad]
+
+    def untrainable_params(self, recurse=True):
+        return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
+
+    def parameters_dict(self):
+        """{name: Parameter} (an OrderedDict)."""
+        return OrderedDict(self.parameters_and_names())
+
+    # PyTorch spellings, for users coming from there.
+    def parameters(self):
+        return self.get_parameters()
+
+    def named_parameters(self):
+        return self.parameters_and_names()
+
+    # -- phase --------------------------------------------------------------
+    def set_train(self, mode=True):
+        """Training mode (Dropout drops, BatchNorm uses and updates batch
+        statistics) for this cell and every descendant; returns self."""
+        for _, c in self.cells_and_names():
+            object.__setattr__(c, "training", bool(mode))
+        return self
+
+    def train(self, mode=True):
+        return self.set_train(mode)
+
+    def eval(self):
+        return self.set_train(False)
+
+    # -- running ------------------------------------------------------------
+    def construct(self, *inputs, **kwargs):
+        raise NotImplementedError(f"[Cell] {type(self).__name__} does not implement construct()")
+
+    def __call__(self, *args, **kwargs):
+        if kwargs or not _util.graph_mode() or _util.is_tracing():
+            return self.construct(*args, **kwargs)
+        return self._graph_call(args)
+
+    def _graph_call(self, args):
+        # One compiled function per training phase of the whole tree (the
+        # phase changes what construct traces: dropout, batch statistics);
+        # the jit object itself caches by input signature.
+        phase = tuple(c.training for _, c in self.cells_and_names())
+        fn = self._graph_fns.get(phase)
+        if fn is None:
+            fn = _util.jit(self.construct)
+            self._graph_fns[phase] = fn
+        _util.before_graph_run(self)
+        return fn(*args)
+
+    # -- repr ---------------------------------------------------------------
+    def extend_repr(self):
+        """One line of constructor arguments shown in repr()."""
+        return ""
+
+    def __repr__(self):
+        head = f"{type(self).__name__}<{self.extend_repr()}>" if self.extend_repr() else type(self).__name__
+        if not self._cells:
+            return head
+        lines = [head + " ("]
+        for name, cell in self._cells.items():
+            sub = repr(cell).replace("\n", "\n  ")
+            lines.append(f"  ({name}): {sub}")
+        lines.append(")")
+        return "\n".join(lines)
+
+
+class SequentialCell(Cell):
+    """Cells applied in order; built from a list or an OrderedDict of named cells."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], (list, tuple)):
+            args = tuple(args[0])
+        if len(args) == 1 and isinstance(args[0], (dict, OrderedDict)):
+            for name, cell in args[0].items():
+                self._append(name, cell)
+        else:
+            for i, cell in enumerate(args):
+                self._append(str(i), cell)
+
+    def _append(self, name, cell):
+        if not isinstance(cell, Cell):
+            raise TypeError(f"[SequentialCell] item {name!r} is a {type(cell).__name__}, not a Cell")
+        setattr(self, name, cell)
+
+    def append(self, cell):
+        self._append(str(len(self._cells)), cell)
+
+    def __len__(self):
+        return len(self._cells)
+
+    def __getitem__(self, index):
+        cells = list(self._cells.values())
+        if isinstance(index, slice):
+            return SequentialCell(cells[index])
+        return cells[index]
+
+    def __iter__(self):
+        return iter(self._cells.values())
+
+    def construct(self, x):
+        for cell in self._cells.values():
+            x = cell(x)
+        return x
+
+
+class CellList(Cell):
+    """A list of cells that registers them (indexable, iterable, appendable);
+    it has no construct of its own."""
+
+    def __init__(self, cells=None):
+        super().__init__()
+        for cell in cells or []:
+            self.append(cell)
+
+    def append(self, cell):
+        if not isinstance(cell, Cell):
+            raise TypeError(f"[CellList] {type(cell).__name__} is not a Cell")
+        setattr(self, str(len(self._cells)), cell)
+
+    def extend(self, cells):
+        for c in cells:
+            self.append(c)
+        return self
+
+    def __len__(self):
+        return len(self._cells)
+
+    def __getitem__(self, index):
+        cells = list(self._cells.values())
+        if isinstance(index, slice):
+            return CellList(cells[index])
+        return cells[index]
+
+    def __iter__(self):
+        return iter(self._cells.values())

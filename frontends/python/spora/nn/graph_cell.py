@@ -1,0 +1,50 @@
+"""nn.GraphCell: an exported model file as a callable cell (spora.load)."""
+import os
+
+import numpy as np
+
+from .. import _C, Tensor
+from .cell import Cell
+
+
+class GraphCell(Cell):
+    """Runs a model file written by spora.export through the C API
+    (spora_model_load / spora_model_run): the graph and its stored weights,
+    compiled on the first call. Calling it with the graph's inputs returns
+    the outputs (one Tensor, or a tuple when there are several).
+
+    input_types: [(name, dtype, shape)] of the graph's inputs.
+    """
+
+    def __init__(self, file_name, device=None):
+        super().__init__()
+        path = os.fspath(file_name)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"[load] {path}: no such file")
+        object.__setattr__(self, "_model", _C.Model(path, device))
+        self.file_name = path
+        self.input_types = self._model.inputs()
+        self.num_outputs = self._model.num_outputs()
+
+    def construct(self, *inputs):
+        if len(inputs) != len(self.input_types):
+            raise ValueError(f"[GraphCell] {self.file_name} takes {len(self.input_types)} inputs, got {len(inputs)}")
+        tensors = []
+        for x, (name, dtype, shape) in zip(inputs, self.input_types):
+            t = x if isinstance(x, Tensor) else Tensor(np.asarray(x), dtype=dtype)
+            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+                raise ValueError(f"[GraphCell] input {name!r} of {self.file_name} must be {dtype.name} "
+                                 f"{tuple(shape)}, got {t.dtype.name} {tuple(t.shape)}")
+            tensors.append(t)
+        outs = self._model.run(tensors)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def __call__(self, *inputs):
+        # The model is compiled by the C API already: never trace it again.
+        return self.construct(*inputs)
+
+    def get_parameters(self, expand=True):
+        return []
+
+    def extend_repr(self):
+        return f"file_name={self.file_name!r}"

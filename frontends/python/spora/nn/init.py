@@ -1,0 +1,194 @@
+"""Parameter initializers (MindSpore's spora.common.initializer names).
+
+initializer(init, shape, dtype) returns a Tensor. `init` is an Initializer,
+its name ('normal', 'uniform', 'zeros', 'ones', 'xavier_uniform',
+'he_uniform', 'he_normal', 'truncated_normal'), a number (constant) or an
+array/Tensor of the right shape. Values are drawn on the host from one seeded
+numpy generator (set_seed), so a network's initial weights are reproducible
+and independent of the device and thread count.
+"""
+import math
+
+import numpy as np
+
+from .. import Tensor
+from . import _util
+
+
+def set_seed(seed):
+    """Seed the generator every initializer draws from."""
+    _util.set_seed(seed)
+
+
+def _fans(shape):
+    """(fan_in, fan_out) as PyTorch computes them: dense (out, in); conv
+    (out, in, *kernel) times the receptive field."""
+    if len(shape) < 2:
+        raise ValueError(f"[initializer] fan in/out needs a shape of rank >= 2, got {tuple(shape)}")
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _gain(nonlinearity, param=None):
+    if nonlinearity in ("linear", "sigmoid", "conv2d", "identity"):
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1 + slope * slope))
+    raise ValueError(f"[initializer] unknown nonlinearity {nonlinearity!r}")
+
+
+class Initializer:
+    """Base class: __call__(shape) -> float64 numpy array of that shape."""
+
+    def __call__(self, shape):
+        raise NotImplementedError
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v}" for k, v in vars(self).items())
+        return f"{type(self).__name__}({args})"
+
+
+class Zero(Initializer):
+    def __call__(self, shape):
+        return np.zeros(shape)
+
+
+class One(Initializer):
+    def __call__(self, shape):
+        return np.ones(shape)
+
+
+class Constant(Initializer):
+    def __init__(self, value):
+        self.value = float(value)
+
+    def __call__(self, shape):
+        return np.full(shape, self.value)
+
+
+class Normal(Initializer):
+    """N(mean, sigma^2)."""
+
+    def __init__(self, sigma=0.01, mean=0.0):
+        self.sigma, self.mean = float(sigma), float(mean)
+
+    def __call__(self, shape):
+        return _util.rng().normal(self.mean, self.sigma, size=shape)
+
+
+class Uniform(Initializer):
+    """U(-scale, scale)."""
+
+    def __init__(self, scale=0.07):
+        self.scale = float(scale)
+
+    def __call__(self, shape):
+        return _util.rng().uniform(-self.scale, self.scale, size=shape)
+
+
+class TruncatedNormal(Initializer):
+    """N(mean, sigma^2) cut to [mean + a*sigma, mean + b*sigma] (redrawn outside)."""
+
+    def __init__(self, sigma=0.01, mean=0.0, a=-2.0, b=2.0):
+        if not a < b:
+            raise ValueError(f"[initializer] TruncatedNormal needs a < b, got a={a}, b={b}")
+        self.sigma, self.mean, self.a, self.b = float(sigma), float(mean), float(a), float(b)
+
+    def __call__(self, shape):
+        g = _util.rng()
+        z = g.standard_normal(size=shape)
+        bad = (z < self.a) | (z > self.b)
+        while bad.any():
+            z[bad] = g.standard_normal(size=int(bad.sum()))
+            bad = (z < self.a) | (z > self.b)
+        return self.mean + self.sigma * z
+
+
+class XavierUniform(Initializer):
+    """U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)) (Glorot)."""
+
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def __call__(self, shape):
+        fan_in, fan_out = _fans(shape)
+        bound = self.gain * math.sqrt(6.0 / (fan_in + fan_out))
+        return _util.rng().uniform(-bound, bound, size=shape)
+
+
+class XavierNormal(Initializer):
+    """N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out))."""
+
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def __call__(self, shape):
+        fan_in, fan_out = _fans(shape)
+        return _util.rng().normal(0.0, self.gain * math.sqrt(2.0 / (fan_in + fan_out)), size=shape)
+
+
+class _He(Initializer):
+    def __init__(self, negative_slope=0.0, mode="fan_in", nonlinearity="leaky_relu"):
+        if mode not in ("fan_in", "fan_out"):
+            raise ValueError(f"[initializer] mode must be 'fan_in' or 'fan_out', got {mode!r}")
+        self.negative_slope, self.mode, self.nonlinearity = negative_slope, mode, nonlinearity
+
+    def _std(self, shape):
+        fan_in, fan_out = _fans(shape)
+        fan = fan_in if self.mode == "fan_in" else fan_out
+        return _gain(self.nonlinearity, self.negative_slope) / math.sqrt(fan)
+
+
+class HeUniform(_He):
+    """Kaiming uniform: U(-b, b), b = gain * sqrt(3 / fan). With
+    negative_slope=sqrt(5) this is PyTorch's default for Linear and Conv."""
+
+    def __call__(self, shape):
+        bound = math.sqrt(3.0) * self._std(shape)
+        return _util.rng().uniform(-bound, bound, size=shape)
+
+
+class HeNormal(_He):
+    """Kaiming normal: N(0, (gain / sqrt(fan))^2)."""
+
+    def __call__(self, shape):
+        return _util.rng().normal(0.0, self._std(shape), size=shape)
+
+
+_BY_NAME = {
+    "zeros": Zero, "zero": Zero, "ones": One, "one": One,
+    "normal": Normal, "uniform": Uniform,
+    "truncated_normal": TruncatedNormal, "truncatednormal": TruncatedNormal,
+    "xavier_uniform": XavierUniform, "xavieruniform": XavierUniform,
+    "xavier_normal": XavierNormal, "xaviernormal": XavierNormal,
+    "he_uniform": HeUniform, "heuniform": HeUniform,
+    "he_normal": HeNormal, "henormal": HeNormal,
+}
+
+
+def initializer(init, shape, dtype=None):
+    """A Tensor of `shape` and `dtype` (default float32) filled by `init`."""
+    from .. import float32
+    dtype = float32 if dtype is None else dtype
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    if any(s < 0 for s in shape):
+        raise ValueError(f"[initializer] negative dimension in shape {shape}")
+    if isinstance(init, str):
+        key = init.lower()
+        if key not in _BY_NAME:
+            raise ValueError(f"[initializer] unknown initializer {init!r}; known: {sorted(set(_BY_NAME))}")
+        init = _BY_NAME[key]()
+    if isinstance(init, Initializer):
+        values = init(shape)
+    elif isinstance(init, (int, float)) and not isinstance(init, bool):
+        values = np.full(shape, float(init))
+    else:
+        values = init.asnumpy() if hasattr(init, "asnumpy") else np.asarray(init)
+        if values.shape != shape:
+            raise ValueError(f"[initializer] value of shape {values.shape} given for shape {shape}")
+    return Tensor(np.asarray(values, dtype=_util.np_dtype(dtype)))

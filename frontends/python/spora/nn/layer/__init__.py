@@ -1,0 +1,1 @@
+"""The layers of spora.nn, one family per module."""

@@ -1,0 +1,71 @@
+"""Conv2d (NCHW input, OIHW weight)."""
+import math
+
+from ... import Parameter
+from ...ops import raw
+from .. import _util
+from ..cell import Cell
+from ..init import HeUniform, Uniform, initializer
+
+
+class Conv2d(Cell):
+    """2-D convolution, MindSpore's signature and defaults:
+
+    pad_mode 'same' (output = ceil(input / stride); the default), 'valid'
+    (no padding) or 'pad' (explicit `padding`: an int, (ph, pw) or
+    (top, bottom, left, right)); has_bias False by default. group divides
+    both channel counts. Default init as in PyTorch: weight
+    HeUniform(sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
+                 dilation=1, group=1, has_bias=False, weight_init=None, bias_init=None, dtype=None):
+        super().__init__()
+        self.in_channels, self.out_channels, self.group = int(in_channels), int(out_channels), int(group)
+        if self.in_channels <= 0 or self.out_channels <= 0:
+            raise ValueError(f"[Conv2d] channels must be positive, got ({in_channels}, {out_channels})")
+        if self.group <= 0 or self.in_channels % self.group or self.out_channels % self.group:
+            raise ValueError(f"[Conv2d] group {group} must divide in_channels {in_channels} and "
+                             f"out_channels {out_channels}")
+        self.kernel_size = _util.pair(kernel_size, "kernel_size", "Conv2d")
+        self.stride = _util.pair(stride, "stride", "Conv2d")
+        self.dilation = _util.pair(dilation, "dilation", "Conv2d")
+        if pad_mode not in ("same", "valid", "pad"):
+            raise ValueError(f"[Conv2d] pad_mode must be 'same', 'valid' or 'pad', got {pad_mode!r}")
+        self.pad_mode = pad_mode
+        if isinstance(padding, int):
+            padding = [padding] * 4
+        padding = [int(p) for p in padding]
+        if len(padding) == 2:
+            padding = [padding[0], padding[0], padding[1], padding[1]]
+        if len(padding) != 4 or any(p < 0 for p in padding):
+            raise ValueError(f"[Conv2d] padding must be a non-negative int, (ph, pw) or "
+                             f"(top, bottom, left, right), got {padding}")
+        if pad_mode != "pad" and any(padding):
+            raise ValueError(f"[Conv2d] padding must be 0 unless pad_mode is 'pad' (got {padding} with "
+                             f"pad_mode {pad_mode!r})")
+        self.padding = padding
+        shape = (self.out_channels, self.in_channels // self.group, *self.kernel_size)
+        self.weight = Parameter(initializer(weight_init if weight_init is not None else HeUniform(math.sqrt(5)),
+                                            shape, dtype))
+        self.has_bias = has_bias
+        if has_bias:
+            fan_in = shape[1] * shape[2] * shape[3]
+            self.bias = Parameter(initializer(bias_init if bias_init is not None else Uniform(1 / math.sqrt(fan_in)),
+                                              (self.out_channels,), dtype))
+        self._attrs = dict(stride=self.stride, dilation=self.dilation, groups=self.group,
+                           pad_mode="explicit" if pad_mode == "pad" else pad_mode, padding=padding)
+
+    def construct(self, x):
+        if len(x.shape) != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"[Conv2d] expects input (N, {self.in_channels}, H, W), got shape "
+                             f"{tuple(x.shape)}{_util._C_location()}")
+        if self.has_bias:
+            return raw.conv2d_bias(x, self.weight, self.bias, **self._attrs)
+        return raw.conv2d(x, self.weight, **self._attrs)
+
+    def extend_repr(self):
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"kernel_size={tuple(self.kernel_size)}, stride={tuple(self.stride)}, pad_mode={self.pad_mode}, "
+                f"padding={tuple(self.padding)}, dilation={tuple(self.dilation)}, group={self.group}, "
+                f"has_bias={self.has_bias}")
