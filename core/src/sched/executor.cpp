@@ -447,23 +447,30 @@ Executable::Executable(const ir::Graph& graph, Device* device) : device_(device)
   if (host_) host_->reserve_workspace(host_workspace);
 }
 
-void Executable::check_params(const std::vector<const Tensor*>& params) const {
-  if (params.size() != param_nodes_.size())
-    fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph_.name(), param_nodes_.size(),
+void check_bound_params(const ir::Graph& graph, const std::vector<int32_t>& param_nodes, const Device* device,
+                        const std::vector<const Tensor*>& params, bool inputs_may_reshape) {
+  if (params.size() != param_nodes.size())
+    fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph.name(), param_nodes.size(),
          params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    const ir::Node& n = graph_.node(param_nodes_[i]);
+    const ir::Node& n = graph.node(param_nodes[i]);
     const TensorMeta& m = n.outputs[0];
     if (!params[i])
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is null", graph_.name(), node_kind_name(n.kind), n.name);
+      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is null", graph.name(), node_kind_name(n.kind), n.name);
     const Tensor& t = *params[i];
-    if (t.device() != device_)
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is on {}, the graph runs on {}", graph_.name(),
-           node_kind_name(n.kind), n.name, t.device()->name(), device_->name());
-    if (t.dtype != m.dtype || t.shape != m.shape)
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}, got {} {}", graph_.name(), node_kind_name(n.kind),
-           n.name, dtype_name(m.dtype), m.shape.str(), dtype_name(t.dtype), t.shape.str());
+    if (t.device() != device)
+      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is on {}, the graph runs on {}", graph.name(),
+           node_kind_name(n.kind), n.name, t.device()->name(), device->name());
+    const bool reshapable = inputs_may_reshape && n.kind == ir::NodeKind::kInput;
+    if (t.dtype != m.dtype || t.shape.rank != m.shape.rank || (!reshapable && t.shape != m.shape))
+      fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}{}, got {} {}", graph.name(),
+           node_kind_name(n.kind), n.name, dtype_name(m.dtype), m.shape.str(),
+           reshapable ? " (or another shape of that rank)" : "", dtype_name(t.dtype), t.shape.str());
   }
+}
+
+void Executable::check_params(const std::vector<const Tensor*>& params) const {
+  check_bound_params(graph_, param_nodes_, device_, params, false);
 }
 
 std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {

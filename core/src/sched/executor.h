@@ -45,6 +45,12 @@ namespace spora::sched {
 
 struct Step;
 
+// Checks what a run binds to a graph's inputs and weights (`param_nodes`, in
+// binding order): count, non-null, device, dtype, and shape -- exact, or for
+// inputs only the rank when `inputs_may_reshape` (the plan cache retypes).
+void check_bound_params(const ir::Graph& graph, const std::vector<int32_t>& param_nodes, const Device* device,
+                        const std::vector<const Tensor*>& params, bool inputs_may_reshape);
+
 class Executable {
  public:
   // Throws with the failing node's op and source location.

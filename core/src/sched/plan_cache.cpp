@@ -57,27 +57,9 @@ size_t PlanCache::plan_count() const {
 }
 
 Executable& PlanCache::plan_for(const std::vector<const Tensor*>& params) {
-  if (params.size() != param_nodes_.size())
-    fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph_.name(), param_nodes_.size(),
-         params.size());
+  check_bound_params(graph_, param_nodes_, device_, params, true);
   std::vector<TensorMeta> sig(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const ir::Node& n = graph_.node(param_nodes_[i]);
-    const TensorMeta& m = n.outputs[0];
-    if (!params[i])
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is null", graph_.name(), node_kind_name(n.kind), n.name);
-    const Tensor& t = *params[i];
-    if (t.device() != device_)
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' is on {}, the graph runs on {}", graph_.name(),
-           node_kind_name(n.kind), n.name, t.device()->name(), device_->name());
-    // Inputs may change shape (not rank); weights are the model's state.
-    if (t.dtype != m.dtype || t.shape.rank != m.shape.rank || (n.kind == ir::NodeKind::kWeight && t.shape != m.shape))
-      fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}{}, got {} {}", graph_.name(),
-           node_kind_name(n.kind), n.name, dtype_name(m.dtype), m.shape.str(),
-           n.kind == ir::NodeKind::kInput ? " (or another shape of that rank)" : "", dtype_name(t.dtype),
-           t.shape.str());
-    sig[i] = {t.dtype, t.shape};
-  }
+  for (size_t i = 0; i < params.size(); ++i) sig[i] = {params[i]->dtype, params[i]->shape};
   for (auto it = plans_.begin(); it != plans_.end(); ++it)
     if (same(it->signature, sig)) {
       if (it != plans_.begin()) plans_.splice(plans_.begin(), plans_, it);
