@@ -1,0 +1,6 @@
+// The one translation unit compiled to the plugin's SPIR-V module.
+#include "elementwise.cl"
+#include "reduce.cl"
+#include "matmul.cl"
+#include "softmax.cl"
+#include "optim.cl"
