@@ -13,48 +13,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handle_table.h"
+
 namespace spora::ze {
 
-// Maps opaque handles back to live objects; a stale or foreign handle is an
-// error, never a dereference. Lookups hand out shared_ptrs so an object
-// outlives a concurrent destroy for the rest of the call using it.
-template <class T>
-class HandleTable {
- public:
-  void* add(std::shared_ptr<T> obj) {
-    void* handle = obj.get();
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.emplace(handle, std::move(obj));
-    return handle;
-  }
-  std::shared_ptr<T> find(const void* handle) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(handle);
-    return it == map_.end() ? nullptr : it->second;
-  }
-  std::shared_ptr<T> remove(const void* handle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(handle);
-    if (it == map_.end()) return nullptr;
-    std::shared_ptr<T> obj = std::move(it->second);
-    map_.erase(it);
-    return obj;
-  }
-  void clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.clear();
-  }
-  std::vector<std::shared_ptr<T>> all() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::shared_ptr<T>> out;
-    for (const auto& e : map_) out.push_back(e.second);
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::unordered_map<const void*, std::shared_ptr<T>> map_;
-};
+using spora::plugin::HandleTable;
 
 class Stream;
 class Event;
