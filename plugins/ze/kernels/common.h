@@ -9,9 +9,10 @@
 // extents `dims`, in a tensor whose strides (elements, 0 = broadcast) are
 // `strides`.
 static inline long offset_of(long idx, int rank, long8 dims, long8 strides) {
-  long d[8], s[8];
-  vstore8(dims, 0, d);
-  vstore8(strides, 0, s);
+  // Component by component: vstore8 into a private array would take a
+  // generic-address-space pointer, which SPIR 1.2 consumers (PoCL) lack.
+  const long d[8] = {dims.s0, dims.s1, dims.s2, dims.s3, dims.s4, dims.s5, dims.s6, dims.s7};
+  const long s[8] = {strides.s0, strides.s1, strides.s2, strides.s3, strides.s4, strides.s5, strides.s6, strides.s7};
   long off = 0;
   for (int i = rank - 1; i >= 0; --i) {
     const long q = idx % d[i];
