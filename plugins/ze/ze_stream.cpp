@@ -189,9 +189,13 @@ Event::~Event() {
 
 spora_plugin_error_t* Event::record(Stream& s) {
   auto* err = s.locked([&](ze_command_list_handle_t l) -> spora_plugin_error_t* {
-    // Reset in stream order, so a wait appended before this record still
-    // sees the previous point (re-recording moves the point, plugin.h).
-    SPORA_ZE_CHECK(zeCommandListAppendEventReset(l, ev_), "event_record");
+    // Re-recording moves the point (plugin.h): reset from the host, so a
+    // query right after this call already sees the new, unreached point.
+    // Unlike CUDA, a wait enqueued earlier on the old point then waits for
+    // the new one (a Level Zero wait does not capture the event's state);
+    // and re-recording while the old point is still pending on the device
+    // is unsupported (the late signal would mark the new point reached).
+    SPORA_ZE_CHECK(zeEventHostReset(ev_), "event_record");
     SPORA_ZE_CHECK(zeCommandListAppendWriteGlobalTimestamp(l, stamp_, ev_, 0, nullptr), "event_record");
     SPORA_ZE_CHECK(zeCommandListAppendBarrier(l, nullptr, 0, nullptr), "event_record");
     return nullptr;
