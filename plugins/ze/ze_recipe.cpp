@@ -3,6 +3,7 @@
 #include "ze_recipe.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "error.h"
 #include "kernels/elementwise.h"
@@ -52,8 +53,11 @@ spora_plugin_error_t* check_grid(const KernelPlan& p, int64_t n, uint32_t group)
   return nullptr;
 }
 
-const char* const kUnary[] = {"neg", "abs", "square", "relu", "exp", "log", "sqrt",
-                              "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "silu"};
+// Op codes are the positions (ew_unary's switch in kernels/elementwise.cl).
+const char* const kUnary[] = {"neg",  "abs",   "square", "relu",  "exp",   "log",        "sqrt",
+                              "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "silu",
+                              "sign", "log1p", "erf",    "floor", "ceil",  "round",      "leaky_relu",
+                              "gelu", "softplus", "clip"};
 const char* const kBinary[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
 const char* const kReduce[] = {"sum", "max", "min", "mean"};  // op codes 0 sum, 1 max, 2 min; mean = scaled sum
 
@@ -70,8 +74,23 @@ spora_plugin_error_t* unary(const KernelPlan& p, int code, Recipe* out) {
   const int64_t n = p.out[0].shape.numel();
   if (auto* e = check_grid(p, n, kGroup1d)) return e;
   if (n == 0) return nullptr;
+  // Attributes with the reference's defaults (plugins/common/kernels/elementwise.cpp).
+  float p0 = 0, p1 = 0;
+  const std::string& op = p.op;
+  if (op == "leaky_relu") {
+    p0 = static_cast<float>(p.attrs.get_float("alpha", 0.01));
+  } else if (op == "gelu") {
+    p0 = p.attrs.get_string("approximate", "none") == "tanh" ? 1.0f : 0.0f;
+  } else if (op == "softplus") {
+    p0 = static_cast<float>(p.attrs.get_float("beta", 1.0));
+    p1 = static_cast<float>(p.attrs.get_float("threshold", 20.0));
+  } else if (op == "clip") {
+    p0 = static_cast<float>(p.attrs.get_float("min", -HUGE_VAL));
+    p1 = static_cast<float>(p.attrs.get_float("max", HUGE_VAL));
+  }
   Launch l = launch_1d("ew_unary", n);
-  l.args = {buffer_arg(0), buffer_arg(1), value_arg<int64_t>(n), value_arg<int32_t>(code)};
+  l.args = {buffer_arg(0), buffer_arg(1), value_arg<int64_t>(n), value_arg<int32_t>(code), value_arg(p0),
+            value_arg(p1)};
   out->launches.push_back(std::move(l));
   return nullptr;
 }

@@ -1,6 +1,8 @@
 // The vendor plugins that cannot run here (ze: no Level Zero driver; nccl:
 // no CUDA driver) must load, say why they cannot run, and fail loudly when
-// asked for by name. Run once per plugin: argv-free, the plugin is chosen by
+// asked for by name. On a machine that has the device, the no-device
+// checks skip (saying so) and only the symbol and side-effect checks run.
+// Run once per plugin: argv-free, the plugin is chosen by
 // the SPORA_NODEVICE_PLUGIN / _NAME / _KIND / _PROBE / _INIT environment the
 // ctest entry sets.
 //
@@ -100,7 +102,11 @@ TEST(NoDevicePlugin, ProbeIsSideEffectFree) {
     r.struct_size = sizeof r;
     r.score = 123;
     probe(&r);
-    EXPECT_EQ(r.score, 0) << "this machine has no device for " << expect().name;
+    if (r.score > 0) {
+      std::printf("a %s driver exists here: only side effects are checked\n", expect().name.c_str());
+      continue;
+    }
+    EXPECT_EQ(r.score, 0);
     EXPECT_NE(std::string(r.reason).find("no device"), std::string::npos) << r.reason;
     EXPECT_NE(std::string(r.reason).find(expect().probe), std::string::npos) << r.reason;
   }
@@ -135,7 +141,7 @@ TEST(NoDevicePlugin, InitializeReportsRealError) {
     ASSERT_EQ(info.kind, SPORA_PLUGIN_KIND_DEVICE);
     auto* t = static_cast<const spora_device_api_t*>(info.api);
     err = t->initialize();
-    ASSERT_NE(err, nullptr) << "initialize succeeded on a machine without a device";
+    if (!err) GTEST_SKIP() << "initialize succeeded: this machine has a Level Zero device";
     // Calls after a failed initialize are errors, not crashes.
     int32_t n = -1;
     spora_plugin_error_t* e2 = t->device_count(&n);
@@ -149,7 +155,7 @@ TEST(NoDevicePlugin, InitializeReportsRealError) {
     ASSERT_EQ(info.kind, SPORA_PLUGIN_KIND_COLLECTIVE);
     auto* t = static_cast<const spora_collective_api_t*>(info.api);
     err = t->initialize();
-    ASSERT_NE(err, nullptr) << "initialize succeeded on a machine without a device";
+    if (!err) GTEST_SKIP() << "initialize succeeded: this machine has a CUDA device";
     spora_comm_id_t id{};
     spora_plugin_error_t* e2 = t->get_unique_id(&id);
     ASSERT_NE(e2, nullptr);
@@ -192,6 +198,7 @@ TEST(NoDevicePlugin, ListedUnavailableWithReason) {
     ASSERT_EQ(spora_plugin_describe(p, &name, &kind, &path, nullptr, &available, &reason), SPORA_OK);
     if (std::string(path) != expect().file) continue;
     found = true;
+    if (available) GTEST_SKIP() << expect().name << " is available on this machine";
     EXPECT_EQ(available, 0);
     EXPECT_EQ(std::string(kind), expect().kind);
     EXPECT_NE(std::string(reason).find("no device"), std::string::npos) << reason;
@@ -206,6 +213,7 @@ TEST(NoDevicePlugin, ByNameFailsWithReason) {
   spora_context_t* ctx = context();
   spora_device_t* dev = nullptr;
   for (const std::string& n : {expect().name, expect().name + ":0"}) {
+    if (spora_device_find(ctx, n.c_str(), &dev) == SPORA_OK) GTEST_SKIP() << n << " exists on this machine";
     EXPECT_EQ(spora_device_find(ctx, n.c_str(), &dev), SPORA_ERROR_UNAVAILABLE) << n;
     const std::string why = spora_last_error();
     EXPECT_NE(why.find("no device"), std::string::npos) << why;

@@ -130,6 +130,7 @@ struct AttrSpec {
   int64_t i = 0;
   double f = 0;
   std::vector<int64_t> ints;
+  std::string s;  // SPORA_ATTR_STRING
 };
 
 // Builds the descriptor the host would send.
@@ -158,6 +159,7 @@ struct Desc {
       a.f = s.f;
       a.ints = s.ints.empty() ? nullptr : s.ints.data();
       a.count = s.ints.size();
+      a.s = s.s.c_str();
       attrs.push_back(a);
     }
     d.struct_size = sizeof d;
@@ -244,8 +246,10 @@ std::vector<T> run_reference(const spora_kernel_desc_t& desc, const std::vector<
 
 // Runs both and compares every output element: |got - want| <= atol + rtol*|want|.
 void check(const std::string& op, const std::vector<T>& inputs, const std::vector<T>& outputs,
-           const std::vector<AttrSpec>& attrs = {}, double rtol = 2e-5, double atol = 2e-5) {
+           std::vector<AttrSpec> attrs = {}, double rtol = 2e-5, double atol = 2e-5, const char* string_attr = nullptr) {
   ASSERT_TRUE(cl().error.empty()) << cl().error;
+  for (AttrSpec& a : attrs)
+    if (a.type == SPORA_ATTR_STRING && string_attr) a.s = string_attr;
   Desc d(op, inputs, outputs, attrs);
   const std::vector<T> got = run_on_pocl(d.d, inputs, outputs);
   const std::vector<T> want = run_reference(d.d, inputs, outputs);
@@ -279,6 +283,24 @@ TEST(ZeKernelsOnPocl, Unary) {
     SCOPED_TRACE(op);
     check(op, {tensor({517}, rng, 0.05f, 5)}, {zeros({517})});
   }
+  check("log1p", {tensor({300}, rng, -0.9f, 5)}, {zeros({300})});
+  for (const char* op : {"sign", "erf", "floor", "ceil", "round", "gelu", "softplus"}) {
+    SCOPED_TRACE(op);
+    check(op, {tensor({2, 129}, rng, -8, 8)}, {zeros({2, 129})});
+  }
+  // Exact halves: round is half-to-even, floor/ceil of integers are exact.
+  T halves = zeros({8});
+  const float hv[8] = {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 3.0f, -3.0f};
+  std::memcpy(halves.bytes.data(), hv, sizeof hv);
+  for (const char* op : {"round", "floor", "ceil"}) check(op, {halves}, {zeros({8})}, {}, 0, 0);
+  // With attributes.
+  check("leaky_relu", {tensor({100}, rng, -3, 3)}, {zeros({100})}, {{"alpha", SPORA_ATTR_FLOAT, 0, 0.2}});
+  check("gelu", {tensor({100}, rng, -8, 8)}, {zeros({100})}, {{"approximate", SPORA_ATTR_STRING}}, 2e-5, 2e-5,
+        "tanh");
+  check("softplus", {tensor({100}, rng, -8, 8)}, {zeros({100})},
+        {{"beta", SPORA_ATTR_FLOAT, 0, 2.0}, {"threshold", SPORA_ATTR_FLOAT, 0, 5.0}});
+  check("clip", {tensor({100}, rng, -3, 3)}, {zeros({100})},
+        {{"min", SPORA_ATTR_FLOAT, 0, -0.5}, {"max", SPORA_ATTR_FLOAT, 0, 1.25}}, 0, 0);
 }
 
 TEST(ZeKernelsOnPocl, BinaryWithBroadcasting) {

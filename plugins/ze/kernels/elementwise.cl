@@ -9,7 +9,9 @@ static inline float sigmoid(float v) {
   return e / (1.0f + e);
 }
 
-__kernel void ew_unary(__global const float* x, __global float* y, long n, int op) {
+// p0, p1: the op's attributes (leaky_relu alpha; gelu 1 = tanh form;
+// softplus beta, threshold; clip min, max), as the reference parses them.
+__kernel void ew_unary(__global const float* x, __global float* y, long n, int op, float p0, float p1) {
   const long i = get_global_id(0);
   if (i >= n) return;
   const float v = x[i];
@@ -29,6 +31,23 @@ __kernel void ew_unary(__global const float* x, __global float* y, long n, int o
     case 11: r = tanh(v); break;                        // tanh
     case 12: r = sigmoid(v); break;
     case 13: r = v * sigmoid(v); break;                 // silu
+    case 14: r = v > 0.0f ? 1.0f : (v < 0.0f ? -1.0f : v); break;  // sign, keeps NaN and -0
+    case 15: r = log1p(v); break;
+    case 16: r = erf(v); break;
+    case 17: r = floor(v); break;
+    case 18: r = ceil(v); break;
+    case 19: r = rint(v); break;                        // round half to even
+    case 20: r = (v < 0.0f ? 0.0f : v) + p0 * (v < 0.0f ? v : 0.0f); break;  // leaky_relu
+    case 21:                                            // gelu; no 1 + erf(..) cancellation
+      r = p0 != 0.0f ? v * sigmoid(2.0f * 0.7978845608028654f * (v + 0.044715f * v * v * v))
+                     : 0.5f * v * erfc(v * -0.7071067811865476f);
+      break;
+    case 22: r = v * p0 > p1 ? v : log1p(exp(v * p0)) / p0; break;  // softplus (beta, threshold)
+    case 23: {                                          // clip, NaN stays NaN
+      const float t = v < p0 ? p0 : v;
+      r = t > p1 ? p1 : t;
+      break;
+    }
     default: r = NAN; break;
   }
   y[i] = r;
