@@ -51,8 +51,9 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
       if (auto* e = d->modules->kernel(l.kernel, &zk)) return e;
       k->kernels.push_back(zk);
     }
+    const size_t workspace = k->recipe.workspace;
     *out = static_cast<spora_kernel_t*>(st->kernels.add(std::move(k)));
-    if (out_workspace) *out_workspace = 0;
+    if (out_workspace) *out_workspace = workspace;
     return nullptr;
   });
 }
@@ -72,7 +73,6 @@ spora_plugin_error_t* kernel_destroy(spora_kernel_t* kernel) {
 spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t* inputs,
                                     const spora_devptr_t* outputs, spora_devptr_t workspace,
                                     spora_stream_t* stream) {
-  (void)workspace;  // no recipe needs one
   return guard("ze", [&]() -> spora_plugin_error_t* {
     State* st = nullptr;
     if (auto* e = get_state(&st)) return e;
@@ -85,6 +85,9 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
                      " launched on a stream of device " + std::to_string(s->device()));
     if (k->num_inputs > 0 && !inputs) return invalid("kernel_launch(" + k->op + "): inputs is NULL");
     if (k->num_outputs > 0 && !outputs) return invalid("kernel_launch(" + k->op + "): outputs is NULL");
+    if (k->recipe.workspace > 0 && !workspace)
+      return invalid("kernel_launch(" + k->op + "): the kernel needs a workspace of " +
+                     std::to_string(k->recipe.workspace) + " bytes, got NULL");
     const std::string what = "kernel_launch(" + k->op + ")";
     for (size_t i = 0; i < k->recipe.launches.size(); ++i) {
       const Launch& l = k->recipe.launches[i];
@@ -95,8 +98,10 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
       for (size_t a = 0; a < l.args.size(); ++a) {
         const LaunchArg& arg = l.args[a];
         const uint32_t index = static_cast<uint32_t>(a);
-        if (arg.operand >= 0) {
-          const void* ptr = arg.operand < k->num_inputs ? inputs[arg.operand] : outputs[arg.operand - k->num_inputs];
+        if (arg.operand >= 0 || arg.operand == kWorkspace) {
+          const void* ptr = arg.operand == kWorkspace         ? workspace
+                            : arg.operand < k->num_inputs ? inputs[arg.operand]
+                                                          : outputs[arg.operand - k->num_inputs];
           SPORA_ZE_CHECK(zeKernelSetArgumentValue(zk->handle, index, sizeof(ptr), &ptr), what + " " + l.kernel);
         } else {
           SPORA_ZE_CHECK(zeKernelSetArgumentValue(zk->handle, index, arg.value.size(), arg.value.data()),

@@ -277,6 +277,47 @@ spora_plugin_error_t* optimizer(const KernelPlan& p, Recipe* out) {
   return nullptr;
 }
 
+// global_norm / clip_by_global_norm (kernels/optim.cl): partial sums per
+// block, one finishing group, then the scaling.
+spora_plugin_error_t* norm(const KernelPlan& p, Recipe* out) {
+  namespace optim = spora::plugin::optim;
+  optim::Plan u;
+  if (auto* e = optim::describe(p, &u)) return e;
+  if (u.dtype != SPORA_DTYPE_F32) return no_kernel(p, "only f32 tensors have a kernel");
+  constexpr int64_t kBlock = 256 * 16;  // NORM_BLOCK in optim.cl
+  const bool clip = u.kind == optim::Kind::kClip;
+  int64_t parts = 0;
+  for (int32_t k = 0; k < u.n; ++k) {
+    const int64_t count = u.offset[static_cast<size_t>(k) + 1] - u.offset[static_cast<size_t>(k)];
+    if (auto* e = check_grid(p, count, kBlock)) return e;
+    if (count == 0) continue;
+    Launch l;
+    l.kernel = "sumsq_f32";
+    l.groups[0] = groups_for(count, kBlock);
+    l.group_size[0] = 256;
+    l.args = {buffer_arg(k), value_arg<int64_t>(count), buffer_arg(kWorkspace), value_arg<int64_t>(parts)};
+    parts += l.groups[0];
+    out->launches.push_back(std::move(l));
+  }
+  Launch fin;
+  fin.kernel = "norm_finish_f32";
+  fin.group_size[0] = 256;
+  fin.args = {buffer_arg(kWorkspace), value_arg<int64_t>(parts), buffer_arg(p.num_inputs + p.num_outputs - 1),
+              value_arg(static_cast<float>(u.max_norm))};
+  out->launches.push_back(std::move(fin));
+  if (clip)
+    for (int32_t k = 0; k < u.n; ++k) {
+      const int64_t count = u.offset[static_cast<size_t>(k) + 1] - u.offset[static_cast<size_t>(k)];
+      if (count == 0) continue;
+      Launch l = launch_1d("scale_f32", count);
+      l.args = {buffer_arg(k), buffer_arg(p.num_inputs + k), value_arg<int64_t>(count), buffer_arg(kWorkspace),
+                value_arg<int64_t>(parts)};
+      out->launches.push_back(std::move(l));
+    }
+  out->workspace = static_cast<size_t>(parts + 1) * sizeof(float);
+  return nullptr;
+}
+
 }  // namespace
 
 const char* const* recipe_ops() {
@@ -285,7 +326,9 @@ const char* const* recipe_ops() {
     for (const char* n : kUnary) v.push_back(n);
     for (const char* n : kBinary) v.push_back(n);
     for (const char* n : kReduce) v.push_back(n);
-    for (const char* n : {"matmul", "softmax", "log_softmax", "sgd_update", "adam_update"}) v.push_back(n);
+    for (const char* n : {"matmul", "softmax", "log_softmax", "sgd_update", "adam_update", "global_norm",
+                          "clip_by_global_norm"})
+      v.push_back(n);
     v.push_back(nullptr);
     return v;
   }();
@@ -293,7 +336,8 @@ const char* const* recipe_ops() {
 }
 
 spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
-  const bool optim_op = p.op == "sgd_update" || p.op == "adam_update";
+  const bool norm_op = p.op == "global_norm" || p.op == "clip_by_global_norm";
+  const bool optim_op = p.op == "sgd_update" || p.op == "adam_update" || norm_op;
   // Optimizer scalars may be integers (step); describe() checks those.
   if (!optim_op && !all_f32(p)) return no_kernel(p, "only f32 has a kernel on this device");
   if (int i = index_of(kUnary, p.op); i >= 0) return unary(p, i, out);
@@ -301,6 +345,7 @@ spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
   if (int i = index_of(kReduce, p.op); i >= 0) return reduce(p, i, out);
   if (p.op == "matmul") return matmul(p, out);
   if (p.op == "softmax" || p.op == "log_softmax") return softmax(p, p.op == "log_softmax", out);
+  if (norm_op) return norm(p, out);
   if (optim_op) return optimizer(p, out);
   return no_kernel(p, "no kernel for this op");
 }

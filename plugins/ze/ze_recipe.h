@@ -18,10 +18,12 @@
 namespace spora::ze {
 
 // One kernel argument: an operand's buffer (inputs first, then outputs, as
-// kernel_launch receives them) or bytes passed by value.
+// kernel_launch receives them), the workspace (kWorkspace), or bytes passed
+// by value.
+constexpr int32_t kWorkspace = -2;
 struct LaunchArg {
   int32_t operand = -1;
-  std::vector<uint8_t> value;  // when operand < 0
+  std::vector<uint8_t> value;  // when operand == -1
 };
 
 struct Launch {
@@ -33,6 +35,7 @@ struct Launch {
 
 struct Recipe {
   std::vector<Launch> launches;
+  size_t workspace = 0;  // bytes of device memory the host passes to every launch
 };
 
 // Builds the recipe for a described plan (plugin::describe). Returns

@@ -195,6 +195,7 @@ std::vector<T> run_on_pocl(const spora_kernel_desc_t& desc, const std::vector<T>
     if (t.bytes.empty()) mem.back() = clCreateBuffer(c.context, CL_MEM_READ_WRITE, 8, nullptr, &e);
   }
   for (T& t : outputs) mem.push_back(clCreateBuffer(c.context, CL_MEM_READ_WRITE, std::max<size_t>(t.bytes.size(), 8), nullptr, &e));
+  cl_mem workspace = clCreateBuffer(c.context, CL_MEM_READ_WRITE, std::max<size_t>(recipe.workspace, 8), nullptr, &e);
   for (const spora::ze::Launch& l : recipe.launches) {
     cl_kernel k = clCreateKernel(c.program, l.kernel.c_str(), &e);
     if (e != CL_SUCCESS) {
@@ -203,8 +204,12 @@ std::vector<T> run_on_pocl(const spora_kernel_desc_t& desc, const std::vector<T>
     }
     for (size_t a = 0; a < l.args.size(); ++a) {
       const auto& arg = l.args[a];
-      e = arg.operand >= 0 ? clSetKernelArg(k, static_cast<cl_uint>(a), sizeof(cl_mem), &mem[static_cast<size_t>(arg.operand)])
-                           : clSetKernelArg(k, static_cast<cl_uint>(a), arg.value.size(), arg.value.data());
+      if (arg.operand == spora::ze::kWorkspace)
+        e = clSetKernelArg(k, static_cast<cl_uint>(a), sizeof(cl_mem), &workspace);
+      else if (arg.operand >= 0)
+        e = clSetKernelArg(k, static_cast<cl_uint>(a), sizeof(cl_mem), &mem[static_cast<size_t>(arg.operand)]);
+      else
+        e = clSetKernelArg(k, static_cast<cl_uint>(a), arg.value.size(), arg.value.data());
       EXPECT_EQ(e, CL_SUCCESS) << l.kernel << " argument " << a << " (size " << arg.value.size() << ")";
     }
     size_t global[3], local[3];
@@ -224,6 +229,7 @@ std::vector<T> run_on_pocl(const spora_kernel_desc_t& desc, const std::vector<T>
   }
   clFinish(c.queue);
   for (cl_mem m : mem) clReleaseMemObject(m);
+  clReleaseMemObject(workspace);
   return outputs;
 }
 
@@ -377,6 +383,19 @@ TEST(ZeKernelsOnPocl, AdamUpdate) {
   check("adam_update",
         {scalar_f32(1e-2f), scalar_f32(3), scalar_f32(0.5f), tensor(a, rng), tensor(a, rng), tensor(a, rng), pos(a)},
         {zeros(a), zeros(a), zeros(a)}, {{"weight_decay", SPORA_ATTR_FLOAT, 0, 0.1}}, 1e-4, 1e-5);
+}
+
+TEST(ZeKernelsOnPocl, GlobalNormAndClip) {
+  auto rng = rng_for("norm");
+  // Sizes across the 4096-element blocks: several blocks, a partial one, tiny.
+  const std::vector<int64_t> a = {9000}, b = {3, 5}, c = {4096};
+  check("global_norm", {tensor(a, rng), tensor(b, rng), tensor(c, rng)}, {zeros({})}, {}, 1e-5, 1e-6);
+  // Large norm: clipped with factor max_norm / (norm + 1e-6).
+  check("clip_by_global_norm", {tensor(a, rng), tensor(b, rng)}, {zeros(a), zeros(b), zeros({})},
+        {{"max_norm", SPORA_ATTR_FLOAT, 0, 1.5}}, 1e-5, 1e-6);
+  // Small norm: factor 1, tensors unchanged.
+  check("clip_by_global_norm", {tensor(b, rng, -0.01f, 0.01f)}, {zeros(b), zeros({})},
+        {{"max_norm", SPORA_ATTR_FLOAT, 0, 10.0}}, 1e-5, 1e-7);
 }
 
 TEST(ZeKernelsOnPocl, UnsupportedDtypeIsLeftToTheHost) {

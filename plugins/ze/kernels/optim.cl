@@ -49,3 +49,54 @@ __kernel void adam_update_f32(__global float* p_out, __global float* m_out, __gl
   }
   p_out[j] = pj * decay - step_size * mj / (sqrt(vm) / bc2_sqrt + eps);
 }
+
+// global_norm and clip_by_global_norm in three steps over a float workspace:
+// sumsq_f32 writes one partial sum of squares per block of NORM_BLOCK
+// elements (one work-group per block, a tree in local memory), norm_finish_f32
+// adds the partials in order in one work-group and writes the norm and the
+// clip factor, scale_f32 multiplies by the factor. The reference adds in
+// double; these add in float (differences of about 1e-6 relative).
+#define NORM_GROUP 256
+#define NORM_BLOCK (NORM_GROUP * 16)
+
+__kernel __attribute__((reqd_work_group_size(NORM_GROUP, 1, 1)))
+void sumsq_f32(__global const float* x, long n, __global float* ws, long slot) {
+  __local float part[NORM_GROUP];
+  const int t = (int)get_local_id(0);
+  const long start = get_group_id(0) * (long)NORM_BLOCK;
+  float acc = 0.0f;
+  for (long j = start + t; j < n && j < start + NORM_BLOCK; j += NORM_GROUP) acc = fma(x[j], x[j], acc);
+  part[t] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = NORM_GROUP / 2; s > 0; s >>= 1) {
+    if (t < s) part[t] += part[t + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (t == 0) ws[slot + get_group_id(0)] = part[0];
+}
+
+__kernel __attribute__((reqd_work_group_size(NORM_GROUP, 1, 1)))
+void norm_finish_f32(__global float* ws, long parts, __global float* norm_out, float max_norm) {
+  __local float part[NORM_GROUP];
+  const int t = (int)get_local_id(0);
+  float acc = 0.0f;
+  for (long j = t; j < parts; j += NORM_GROUP) acc += ws[j];
+  part[t] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = NORM_GROUP / 2; s > 0; s >>= 1) {
+    if (t < s) part[t] += part[t + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (t == 0) {
+    const float norm = sqrt(part[0]);
+    *norm_out = norm;
+    const float f = max_norm / (norm + 1e-6f);
+    ws[parts] = (f < 1.0f || isnan(f)) ? f : 1.0f;  // NaN stays NaN, as torch.clamp
+  }
+}
+
+__kernel void scale_f32(__global const float* x, __global float* y, long n, __global const float* ws, long slot) {
+  const long j = get_global_id(0);
+  if (j >= n) return;
+  y[j] = x[j] * ws[slot];
+}
