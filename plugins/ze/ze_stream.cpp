@@ -73,6 +73,7 @@ Stream::~Stream() {
   if (cb_thread_.joinable()) cb_thread_.join();
   if (list_) zeCommandListDestroy(list_);
   dev_->events->release(sync_event_);
+  dev_->events->release(query_event_);
   for (ze_event_handle_t e : retired_) dev_->events->release(e);
 }
 
@@ -80,6 +81,7 @@ spora_plugin_error_t* Stream::enqueue(const char* what,
                                       const std::function<ze_result_t(ze_command_list_handle_t)>& append,
                                       const char* call) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++appended_;
   if (ze_result_t r = append(list_); r != ZE_RESULT_SUCCESS) return ze_error(r, what, call);
   SPORA_ZE_CHECK(zeCommandListAppendBarrier(list_, nullptr, 0, nullptr), what);
   return nullptr;
@@ -87,16 +89,23 @@ spora_plugin_error_t* Stream::enqueue(const char* what,
 
 spora_plugin_error_t* Stream::locked(const std::function<spora_plugin_error_t*(ze_command_list_handle_t)>& fn) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++appended_;
   return fn(list_);
+}
+
+void Stream::retire(ze_event_handle_t ev) {
+  std::lock_guard<std::mutex> lock(cb_mu_);
+  retired_.push_back(ev);
 }
 
 spora_plugin_error_t* Stream::synchronize() {
   {
     // The sync event is private to this call: the lock is held until the
     // device signalled it, so no other synchronize can reset it meanwhile.
+    // A barrier that signals: reached once every earlier command finished.
     std::lock_guard<std::mutex> lock(mu_);
     SPORA_ZE_CHECK(zeEventHostReset(sync_event_), "stream_synchronize");
-    SPORA_ZE_CHECK(zeCommandListAppendSignalEvent(list_, sync_event_), "stream_synchronize");
+    SPORA_ZE_CHECK(zeCommandListAppendBarrier(list_, sync_event_, 0, nullptr), "stream_synchronize");
     SPORA_ZE_CHECK(zeEventHostSynchronize(sync_event_, UINT64_MAX), "stream_synchronize");
   }
   // Everything before the sync point ran, callbacks included.
@@ -111,9 +120,17 @@ spora_plugin_error_t* Stream::synchronize() {
 
 spora_plugin_error_t* Stream::query(int32_t* done) {
   std::lock_guard<std::mutex> lock(mu_);
-  SPORA_ZE_CHECK(zeEventHostReset(sync_event_), "stream_query");
-  SPORA_ZE_CHECK(zeCommandListAppendSignalEvent(list_, sync_event_), "stream_query");
-  const ze_result_t r = zeEventQueryStatus(sync_event_);
+  // A new point only when work was appended since the last query: the
+  // previous point's signal may still be on its way, so that event is
+  // retired rather than reset (a late signal would fake completion).
+  if (!query_event_ || query_appended_ != appended_) {
+    if (query_event_) retire(query_event_);
+    query_event_ = nullptr;
+    if (auto* e = dev_->events->acquire(&query_event_)) return e;
+    SPORA_ZE_CHECK(zeCommandListAppendBarrier(list_, query_event_, 0, nullptr), "stream_query");
+    query_appended_ = appended_;
+  }
+  const ze_result_t r = zeEventQueryStatus(query_event_);
   if (r != ZE_RESULT_SUCCESS && r != ZE_RESULT_NOT_READY) return ze_error(r, "stream_query", "zeEventQueryStatus");
   *done = r == ZE_RESULT_SUCCESS;
   return nullptr;
@@ -133,12 +150,13 @@ spora_plugin_error_t* Stream::add_callback(spora_host_callback_fn fn, void* user
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    ze_result_t r = zeCommandListAppendSignalEvent(list_, cb.reached);
+    ++appended_;
+    ze_result_t r = zeCommandListAppendBarrier(list_, cb.reached, 0, nullptr);
     if (r == ZE_RESULT_SUCCESS) r = zeCommandListAppendWaitOnEvents(list_, 1, &cb.release);
     if (r != ZE_RESULT_SUCCESS) {
       dev_->events->release(cb.reached);
       dev_->events->release(cb.release);
-      return ze_error(r, "stream_add_callback", "zeCommandListAppendSignalEvent/WaitOnEvents");
+      return ze_error(r, "stream_add_callback", "zeCommandListAppendBarrier/WaitOnEvents");
     }
   }
   std::lock_guard<std::mutex> lock(cb_mu_);
@@ -196,6 +214,8 @@ spora_plugin_error_t* Event::record(Stream& s) {
     // and re-recording while the old point is still pending on the device
     // is unsupported (the late signal would mark the new point reached).
     SPORA_ZE_CHECK(zeEventHostReset(ev_), "event_record");
+    // The timestamp is taken once every earlier command finished.
+    SPORA_ZE_CHECK(zeCommandListAppendBarrier(l, nullptr, 0, nullptr), "event_record");
     SPORA_ZE_CHECK(zeCommandListAppendWriteGlobalTimestamp(l, stamp_, ev_, 0, nullptr), "event_record");
     SPORA_ZE_CHECK(zeCommandListAppendBarrier(l, nullptr, 0, nullptr), "event_record");
     return nullptr;

@@ -68,10 +68,17 @@ class Stream {
   };
   void worker();
 
+  // Moves `ev` to retired_: a signal the device still owes may land on it,
+  // so it goes back to the allocator only after the next synchronize.
+  void retire(ze_event_handle_t ev);
+
   int32_t device_;
   Device* dev_;
   ze_command_list_handle_t list_ = nullptr;
   ze_event_handle_t sync_event_ = nullptr;
+  // stream_query's point: reused while no command was appended since.
+  ze_event_handle_t query_event_ = nullptr;
+  uint64_t appended_ = 0, query_appended_ = 0;
   std::mutex mu_;
   // Callback thread and its queue; `retired_` events go back to the
   // allocator once the stream is known to be past them (synchronize).
