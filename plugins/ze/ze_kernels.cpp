@@ -20,6 +20,7 @@ struct Kernel {
   int32_t num_inputs = 0, num_outputs = 0;
   Recipe recipe;
   std::vector<ZeKernel*> kernels;  // one per launch, owned by the device's ModuleCache
+  std::vector<size_t> bytes;       // per operand (inputs, then outputs), for range checks
 };
 
 using spora::plugin::guard;
@@ -46,6 +47,8 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     k->num_inputs = plan.num_inputs;
     k->num_outputs = plan.num_outputs;
     if (auto* e = make_recipe(plan, &k->recipe)) return e;
+    for (int i = 0; i < plan.num_inputs; ++i) k->bytes.push_back(plan.in[i].bytes());
+    for (int i = 0; i < plan.num_outputs; ++i) k->bytes.push_back(plan.out[i].bytes());
     for (const Launch& l : k->recipe.launches) {
       ZeKernel* zk = nullptr;
       if (auto* e = d->modules->kernel(l.kernel, &zk)) return e;
@@ -89,6 +92,18 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
       return invalid("kernel_launch(" + k->op + "): the kernel needs a workspace of " +
                      std::to_string(k->recipe.workspace) + " bytes, got NULL");
     const std::string what = "kernel_launch(" + k->op + ")";
+    // Every operand must lie inside a live allocation: a device would fault
+    // asynchronously instead, far from this call.
+    Device* d = nullptr;
+    if (auto* e = get_device("kernel_launch", k->device, &d)) return e;
+    for (int32_t i = 0; i < k->num_inputs + k->num_outputs; ++i) {
+      const bool in = i < k->num_inputs;
+      const void* ptr = in ? inputs[i] : outputs[i - k->num_inputs];
+      const std::string operand = in ? "input " + std::to_string(i) : "output " + std::to_string(i - k->num_inputs);
+      if (auto* e = check_range(d, ptr, k->bytes[static_cast<size_t>(i)], what + " " + operand)) return e;
+    }
+    if (k->recipe.workspace > 0)
+      if (auto* e = check_range(d, workspace, k->recipe.workspace, what + " workspace")) return e;
     for (size_t i = 0; i < k->recipe.launches.size(); ++i) {
       const Launch& l = k->recipe.launches[i];
       ZeKernel* zk = k->kernels[i];

@@ -1,6 +1,7 @@
 // Device memory (zeMemAllocDevice), pinned host memory (zeMemAllocHost), and
 // copies/memsets: synchronous ones on the device's synchronous immediate
 // list after draining its streams, asynchronous ones on the stream's list.
+#include <initializer_list>
 #include <string>
 
 #include "error.h"
@@ -31,10 +32,19 @@ const uint8_t* pattern_of(int32_t byte) {
 
 // Runs one command on the device's synchronous list, after every stream of
 // the device drained (plugin.h orders sync copies after enqueued work).
+// Device-side ranges a copy touches: (pointer, "dst"/"src").
+struct Range {
+  const void* ptr;
+  const char* name;
+};
+
 template <class Append>
-spora_plugin_error_t* run_sync(const char* what, int32_t device, Append&& append) {
+spora_plugin_error_t* run_sync(const char* what, int32_t device, size_t size, std::initializer_list<Range> ranges,
+                               Append&& append) {
   Device* d = nullptr;
   if (auto* e = get_device(what, device, &d)) return e;
+  for (const Range& r : ranges)
+    if (auto* e = check_range(d, r.ptr, size, std::string(what) + " " + r.name)) return e;
   if (auto* e = drain_device(device)) return e;
   std::lock_guard<std::mutex> lock(d->sync_mu);
   SPORA_ZE_CHECK(append(d->sync_list), what);
@@ -42,9 +52,14 @@ spora_plugin_error_t* run_sync(const char* what, int32_t device, Append&& append
 }
 
 template <class Append>
-spora_plugin_error_t* run_async(const char* what, spora_stream_t* stream, Append&& append, const char* call) {
+spora_plugin_error_t* run_async(const char* what, spora_stream_t* stream, size_t size,
+                                std::initializer_list<Range> ranges, Append&& append, const char* call) {
   std::shared_ptr<Stream> s;
   if (auto* e = get_stream(what, stream, &s)) return e;
+  Device* d = nullptr;
+  if (auto* e = get_device(what, s->device(), &d)) return e;
+  for (const Range& r : ranges)
+    if (auto* e = check_range(d, r.ptr, size, std::string(what) + " " + r.name)) return e;
   return s->enqueue(what, append, call);
 }
 
@@ -55,11 +70,20 @@ spora_plugin_error_t* mem_alloc(int32_t device, size_t size, spora_devptr_t* out
     if (!out) return invalid("mem_alloc: out is NULL");
     Device* d = nullptr;
     if (auto* e = get_device("mem_alloc", device, &d)) return e;
+    if (d->memory_bytes > 0 && size > d->memory_bytes)
+      return spora::plugin::make_error(SPORA_PLUGIN_OUT_OF_MEMORY,
+                                       "[ze] mem_alloc of " + std::to_string(size) + " bytes: the device has " +
+                                           std::to_string(d->memory_bytes));
     ze_device_mem_alloc_desc_t md{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC};
     void* p = nullptr;
     // Size 0 still gets a unique address (plugin.h).
-    SPORA_ZE_CHECK(zeMemAllocDevice(d->context, &md, size ? size : 1, kAlignment, d->device, &p),
+    const size_t bytes = size ? size : 1;
+    SPORA_ZE_CHECK(zeMemAllocDevice(d->context, &md, bytes, kAlignment, d->device, &p),
                    "mem_alloc of " + std::to_string(size) + " bytes");
+    {
+      std::lock_guard<std::mutex> lock(d->alloc_mu);
+      d->allocs[reinterpret_cast<uintptr_t>(p)] = bytes;
+    }
     *out = p;
     return nullptr;
   });
@@ -70,8 +94,17 @@ spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr) {
     if (!ptr) return nullptr;
     Device* d = nullptr;
     if (auto* e = get_device("mem_free", device, &d)) return e;
+    {
+      std::lock_guard<std::mutex> lock(d->alloc_mu);
+      if (!d->allocs.count(reinterpret_cast<uintptr_t>(ptr)))
+        return invalid("mem_free: not an address mem_alloc returned for device " + std::to_string(device));
+    }
     // zeMemFree does not wait for the device: drain the streams first.
     if (auto* e = drain_device(device)) return e;
+    {
+      std::lock_guard<std::mutex> lock(d->alloc_mu);
+      d->allocs.erase(reinterpret_cast<uintptr_t>(ptr));
+    }
     SPORA_ZE_CHECK(zeMemFree(d->context, ptr), "mem_free");
     return nullptr;
   });
@@ -99,16 +132,18 @@ spora_plugin_error_t* host_free_pinned(void* ptr) {
 }
 
 spora_plugin_error_t* copy_h2d(int32_t device, spora_devptr_t dst, const void* src, size_t size) {
-  return guard("ze", [&] {
-    return run_sync("copy_h2d", device, [&](ze_command_list_handle_t l) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (size && !src) return invalid("copy_h2d: the host pointer src is NULL");
+    return run_sync("copy_h2d", device, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     });
   });
 }
 
 spora_plugin_error_t* copy_d2h(int32_t device, void* dst, spora_devptr_t src, size_t size) {
-  return guard("ze", [&] {
-    return run_sync("copy_d2h", device, [&](ze_command_list_handle_t l) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (size && !dst) return invalid("copy_d2h: the host pointer dst is NULL");
+    return run_sync("copy_d2h", device, size, {{src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     });
   });
@@ -116,7 +151,7 @@ spora_plugin_error_t* copy_d2h(int32_t device, void* dst, spora_devptr_t src, si
 
 spora_plugin_error_t* copy_d2d(int32_t device, spora_devptr_t dst, spora_devptr_t src, size_t size) {
   return guard("ze", [&] {
-    return run_sync("copy_d2d", device, [&](ze_command_list_handle_t l) {
+    return run_sync("copy_d2d", device, size, {{dst, "dst"}, {src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     });
   });
@@ -124,23 +159,25 @@ spora_plugin_error_t* copy_d2d(int32_t device, spora_devptr_t dst, spora_devptr_
 
 spora_plugin_error_t* memset_sync(int32_t device, spora_devptr_t dst, int32_t byte, size_t size) {
   return guard("ze", [&] {
-    return run_sync("memset", device, [&](ze_command_list_handle_t l) {
+    return run_sync("memset", device, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryFill(l, dst, pattern_of(byte), 1, size, nullptr, 0, nullptr);
     });
   });
 }
 
 spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst, const void* src, size_t size) {
-  return guard("ze", [&] {
-    return run_async("copy_h2d_async", stream, [&](ze_command_list_handle_t l) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (size && !src) return invalid("copy_h2d_async: the host pointer src is NULL");
+    return run_async("copy_h2d_async", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
 }
 
 spora_plugin_error_t* copy_d2h_async(spora_stream_t* stream, void* dst, spora_devptr_t src, size_t size) {
-  return guard("ze", [&] {
-    return run_async("copy_d2h_async", stream, [&](ze_command_list_handle_t l) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (size && !dst) return invalid("copy_d2h_async: the host pointer dst is NULL");
+    return run_async("copy_d2h_async", stream, size, {{src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
@@ -148,7 +185,7 @@ spora_plugin_error_t* copy_d2h_async(spora_stream_t* stream, void* dst, spora_de
 
 spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst, spora_devptr_t src, size_t size) {
   return guard("ze", [&] {
-    return run_async("copy_d2d_async", stream, [&](ze_command_list_handle_t l) {
+    return run_async("copy_d2d_async", stream, size, {{dst, "dst"}, {src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
@@ -156,7 +193,7 @@ spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst,
 
 spora_plugin_error_t* memset_async(spora_stream_t* stream, spora_devptr_t dst, int32_t byte, size_t size) {
   return guard("ze", [&] {
-    return run_async("memset_async", stream, [&](ze_command_list_handle_t l) {
+    return run_async("memset_async", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryFill(l, dst, pattern_of(byte), 1, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryFill");
   });

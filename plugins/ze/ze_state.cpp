@@ -239,6 +239,22 @@ spora_plugin_error_t* get_event(const char* what, spora_event_t* handle, std::sh
   return nullptr;
 }
 
+spora_plugin_error_t* check_range(Device* d, const void* ptr, size_t size, const std::string& what) {
+  if (size == 0) return nullptr;
+  const auto p = reinterpret_cast<uintptr_t>(ptr);
+  std::lock_guard<std::mutex> lock(d->alloc_mu);
+  auto it = d->allocs.upper_bound(p);
+  if (it != d->allocs.begin()) {
+    --it;
+    const uintptr_t base = it->first;
+    if (p - base <= it->second && size <= it->second - (p - base)) return nullptr;
+  }
+  char addr[32];
+  std::snprintf(addr, sizeof addr, "%p", ptr);
+  return invalid(what + ": [" + addr + ", +" + std::to_string(size) +
+                 " bytes) is not inside one live allocation of this device");
+}
+
 spora_plugin_error_t* drain_device(int32_t device) {
   State* st = nullptr;
   if (auto* e = get_state(&st)) return e;

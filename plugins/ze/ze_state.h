@@ -7,6 +7,8 @@
 #include <spora/plugin.h>
 
 #include <atomic>
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,7 +43,16 @@ struct Device {
   // Synchronous copies and memsets go through one immediate list per device.
   std::mutex sync_mu;
   ze_command_list_handle_t sync_list = nullptr;
+  // Live allocations (address -> bytes), so that a copy, memset or kernel
+  // operand outside them is refused when enqueued: a device would fault
+  // later, far from the call that caused it.
+  std::mutex alloc_mu;
+  std::map<uintptr_t, size_t> allocs;
 };
+
+// Checks that [ptr, ptr + size) lies inside one live allocation of `d`;
+// `what` names the call and operand for the error.
+spora_plugin_error_t* check_range(Device* d, const void* ptr, size_t size, const std::string& what);
 
 struct State {
   std::vector<ze_context_handle_t> contexts;  // one per driver, destroyed at shutdown
