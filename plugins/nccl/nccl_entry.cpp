@@ -53,10 +53,12 @@ spora_plugin_error_t* get_unique_id(spora_comm_id_t* out) {
 }
 
 // Wraps a freshly created (possibly still initialising) communicator and
-// waits for its initialisation.
+// waits for its initialisation: forever, or SPORA_NCCL_INIT_TIMEOUT_MS
+// (the table's comm_init has no timeout argument, and until it returns
+// nobody holds a handle to abort it with).
 spora_plugin_error_t* adopt(ncclComm_t c, int32_t device, const char* what, spora_comm_t** out) {
   auto comm = std::make_shared<Comm>(c, device);
-  if (auto* e = comm->wait_issued(what, -1)) return e;
+  if (auto* e = comm->wait_issued(what, config_int("nccl.init_timeout_ms", -1))) return e;
   *out = static_cast<spora_comm_t*>(comms().add(std::move(comm)));
   return nullptr;
 }

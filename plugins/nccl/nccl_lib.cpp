@@ -43,6 +43,16 @@ void host_log(int32_t level, const std::string& message) {
     h->services->log(h->services->ctx, level, "nccl", message.c_str());
 }
 
+int64_t config_int(const char* key, int64_t fallback) {
+  const spora_host_t* h = g_host;
+  if (!h || !SPORA_STRUCT_HAS(h, spora_host_t, services) || !h->services || !h->services->config_get) return fallback;
+  char buf[32] = {};
+  if (h->services->config_get(h->services->ctx, key, buf, sizeof buf) < 0) return fallback;
+  char* end = nullptr;
+  const long long v = std::strtoll(buf, &end, 10);
+  return end != buf && *end == '\0' ? static_cast<int64_t>(v) : fallback;
+}
+
 spora_plugin_error_t* invalid(const std::string& message) {
   return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[nccl] " + message);
 }

@@ -48,6 +48,9 @@ spora_plugin_error_t* cuda_error(cudaError_t r, const std::string& what, const c
 spora_plugin_error_t* invalid(const std::string& message);
 
 void host_log(int32_t level, const std::string& message);
+// An integer from the host's config ("nccl.init_timeout_ms" is
+// SPORA_NCCL_INIT_TIMEOUT_MS); `fallback` when unset or not a number.
+int64_t config_int(const char* key, int64_t fallback);
 extern const spora_host_t* g_host;
 
 }  // namespace spora::nccl
