@@ -1,5 +1,7 @@
-// Plans ops onto the kernels of kernels/*.cl (see ze_recipe.h). f32 only:
-// other dtypes are left to the host (decomposition or the cpu fallback).
+// Plans ops onto the kernels of kernels/*.cl (see ze_recipe.h): f32, f16
+// and bf16 for elementwise, reductions, matmul and softmax, f32 for the
+// optimizer family. Other dtypes are left to the host (decomposition or the
+// cpu fallback).
 #include "ze_recipe.h"
 
 #include <algorithm>
@@ -31,7 +33,7 @@ spora_plugin_error_t* bad(const KernelPlan& p, const std::string& why) {
 
 uint32_t groups_for(int64_t n, uint32_t group) { return static_cast<uint32_t>((n + group - 1) / group); }
 
-Launch launch_1d(const char* kernel, int64_t n) {
+Launch launch_1d(const std::string& kernel, int64_t n) {
   Launch l;
   l.kernel = kernel;
   l.groups[0] = groups_for(n, kGroup1d);
@@ -39,12 +41,21 @@ Launch launch_1d(const char* kernel, int64_t n) {
   return l;
 }
 
-bool all_f32(const KernelPlan& p) {
+// The kernel-name suffix of the float storage type every operand shares
+// ("f32", "f16", "bf16"), or NULL.
+const char* float_suffix(const KernelPlan& p) {
+  if (p.num_inputs < 1) return nullptr;
+  const int32_t dt = p.in[0].dtype;
   for (int i = 0; i < p.num_inputs; ++i)
-    if (p.in[i].dtype != SPORA_DTYPE_F32) return false;
+    if (p.in[i].dtype != dt) return nullptr;
   for (int i = 0; i < p.num_outputs; ++i)
-    if (p.out[i].dtype != SPORA_DTYPE_F32) return false;
-  return true;
+    if (p.out[i].dtype != dt) return nullptr;
+  switch (dt) {
+    case SPORA_DTYPE_F32: return "f32";
+    case SPORA_DTYPE_F16: return "f16";
+    case SPORA_DTYPE_BF16: return "bf16";
+    default: return nullptr;
+  }
 }
 
 // Group counts are 32-bit in both Level Zero and this plan.
@@ -68,7 +79,7 @@ int index_of(const char* const (&names)[N], const std::string& op) {
   return -1;
 }
 
-spora_plugin_error_t* unary(const KernelPlan& p, int code, Recipe* out) {
+spora_plugin_error_t* unary(const KernelPlan& p, int code, const std::string& sfx, Recipe* out) {
   if (p.num_inputs != 1 || p.num_outputs != 1) return bad(p, "expects 1 input and 1 output");
   if (p.in[0].shape != p.out[0].shape) return bad(p, "input and output shapes differ");
   const int64_t n = p.out[0].shape.numel();
@@ -88,14 +99,14 @@ spora_plugin_error_t* unary(const KernelPlan& p, int code, Recipe* out) {
     p0 = static_cast<float>(p.attrs.get_float("min", -HUGE_VAL));
     p1 = static_cast<float>(p.attrs.get_float("max", HUGE_VAL));
   }
-  Launch l = launch_1d("ew_unary", n);
+  Launch l = launch_1d("ew_unary_" + sfx, n);
   l.args = {buffer_arg(0), buffer_arg(1), value_arg<int64_t>(n), value_arg<int32_t>(code), value_arg(p0),
             value_arg(p1)};
   out->launches.push_back(std::move(l));
   return nullptr;
 }
 
-spora_plugin_error_t* binary(const KernelPlan& p, int code, Recipe* out) {
+spora_plugin_error_t* binary(const KernelPlan& p, int code, const std::string& sfx, Recipe* out) {
   if (p.num_inputs != 2 || p.num_outputs != 1) return bad(p, "expects 2 inputs and 1 output");
   const Shape& o = p.out[0].shape;
   const Shape in[2] = {p.in[0].shape, p.in[1].shape};
@@ -111,14 +122,14 @@ spora_plugin_error_t* binary(const KernelPlan& p, int code, Recipe* out) {
     sa.v[d] = b.strides[0][d];
     sb.v[d] = b.strides[1][d];
   }
-  Launch l = launch_1d("ew_binary", n);
+  Launch l = launch_1d("ew_binary_" + sfx, n);
   l.args = {buffer_arg(0), buffer_arg(1), buffer_arg(2), value_arg<int64_t>(n), value_arg<int32_t>(code),
             value_arg<int32_t>(b.rank), value_arg(dims), value_arg(sa), value_arg(sb)};
   out->launches.push_back(std::move(l));
   return nullptr;
 }
 
-spora_plugin_error_t* reduce(const KernelPlan& p, int which, Recipe* out) {
+spora_plugin_error_t* reduce(const KernelPlan& p, int which, const std::string& sfx, Recipe* out) {
   if (p.num_inputs != 1 || p.num_outputs != 1) return bad(p, "expects 1 input and 1 output");
   const Shape &in = p.in[0].shape, &o = p.out[0].shape;
   if (in.rank != o.rank) return bad(p, "output must keep reduced dims as 1");
@@ -160,7 +171,7 @@ spora_plugin_error_t* reduce(const KernelPlan& p, int which, Recipe* out) {
   const int32_t code = which == 3 ? 0 : which;
   const float scale = which == 3 ? 1.0f / static_cast<float>(count) : 1.0f;
   Launch l;
-  l.kernel = "reduce_f32";
+  l.kernel = "reduce_" + sfx;
   l.groups[0] = static_cast<uint32_t>(outputs);
   l.group_size[0] = 64;  // RED_GROUP in reduce.cl
   l.args = {buffer_arg(0), buffer_arg(1), value_arg<int32_t>(code), value_arg<int64_t>(count), value_arg(scale),
@@ -170,7 +181,7 @@ spora_plugin_error_t* reduce(const KernelPlan& p, int which, Recipe* out) {
   return nullptr;
 }
 
-spora_plugin_error_t* matmul(const KernelPlan& p, Recipe* out) {
+spora_plugin_error_t* matmul(const KernelPlan& p, const std::string& sfx, Recipe* out) {
   if (p.num_inputs != 2 || p.num_outputs != 1) return bad(p, "expects 2 inputs and 1 output");
   const Shape &a = p.in[0].shape, &b = p.in[1].shape, &y = p.out[0].shape;
   const bool ta = p.attrs.get_bool("transpose_a", false), tb = p.attrs.get_bool("transpose_b", false);
@@ -197,7 +208,7 @@ spora_plugin_error_t* matmul(const KernelPlan& p, Recipe* out) {
   if (batch > 0xffffffffLL || (n + 15) / 16 > 0xffffffffLL || (m + 15) / 16 > 0xffffffffLL)
     return no_kernel(p, "too large for one launch");
   Launch l;
-  l.kernel = "matmul_f32";
+  l.kernel = "matmul_" + sfx;
   l.group_size[0] = l.group_size[1] = 16;  // TILE in matmul.cl
   l.groups[0] = groups_for(n, 16);
   l.groups[1] = groups_for(m, 16);
@@ -209,7 +220,7 @@ spora_plugin_error_t* matmul(const KernelPlan& p, Recipe* out) {
   return nullptr;
 }
 
-spora_plugin_error_t* softmax(const KernelPlan& p, bool log_out, Recipe* out) {
+spora_plugin_error_t* softmax(const KernelPlan& p, bool log_out, const std::string& sfx, Recipe* out) {
   if (p.num_inputs != 1 || p.num_outputs != 1) return bad(p, "expects 1 input and 1 output");
   const Shape& s = p.in[0].shape;
   if (s != p.out[0].shape) return bad(p, "input and output shapes differ");
@@ -225,7 +236,7 @@ spora_plugin_error_t* softmax(const KernelPlan& p, bool log_out, Recipe* out) {
   if (auto* e = check_grid(p, lines, 64)) return e;
   if (lines == 0 || len == 0) return nullptr;
   Launch l;
-  l.kernel = "softmax_f32";
+  l.kernel = "softmax_" + sfx;
   l.groups[0] = groups_for(lines, 64);
   l.group_size[0] = 64;
   l.args = {buffer_arg(0), buffer_arg(1), value_arg<int64_t>(outer), value_arg<int64_t>(len),
@@ -339,12 +350,13 @@ spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
   const bool norm_op = p.op == "global_norm" || p.op == "clip_by_global_norm";
   const bool optim_op = p.op == "sgd_update" || p.op == "adam_update" || norm_op;
   // Optimizer scalars may be integers (step); describe() checks those.
-  if (!optim_op && !all_f32(p)) return no_kernel(p, "only f32 has a kernel on this device");
-  if (int i = index_of(kUnary, p.op); i >= 0) return unary(p, i, out);
-  if (int i = index_of(kBinary, p.op); i >= 0) return binary(p, i, out);
-  if (int i = index_of(kReduce, p.op); i >= 0) return reduce(p, i, out);
-  if (p.op == "matmul") return matmul(p, out);
-  if (p.op == "softmax" || p.op == "log_softmax") return softmax(p, p.op == "log_softmax", out);
+  const char* sfx = float_suffix(p);
+  if (!optim_op && !sfx) return no_kernel(p, "only f32, f16 and bf16 (all operands alike) have kernels on this device");
+  if (int i = index_of(kUnary, p.op); i >= 0) return unary(p, i, sfx, out);
+  if (int i = index_of(kBinary, p.op); i >= 0) return binary(p, i, sfx, out);
+  if (int i = index_of(kReduce, p.op); i >= 0) return reduce(p, i, sfx, out);
+  if (p.op == "matmul") return matmul(p, sfx, out);
+  if (p.op == "softmax" || p.op == "log_softmax") return softmax(p, p.op == "log_softmax", sfx, out);
   if (norm_op) return norm(p, out);
   if (optim_op) return optimizer(p, out);
   return no_kernel(p, "no kernel for this op");

@@ -44,7 +44,7 @@ struct Recipe {
 // SPORA_PLUGIN_INVALID_ARGUMENT for malformed descriptors.
 spora_plugin_error_t* make_recipe(const spora::plugin::KernelPlan& p, Recipe* out);
 
-// NUL-terminated list of the ops make_recipe may accept (f32 only).
+// NUL-terminated list of the ops make_recipe may accept (for some dtypes).
 const char* const* recipe_ops();
 
 // Argument helpers, shared with the test.

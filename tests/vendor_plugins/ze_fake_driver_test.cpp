@@ -175,7 +175,7 @@ TEST(ZeFakeDriver, UnsupportedDtypeIsUnimplemented) {
   const int64_t dims[] = {4};
   spora_tensor_desc_t t{};
   t.struct_size = sizeof t;
-  t.dtype = SPORA_DTYPE_F16;
+  t.dtype = SPORA_DTYPE_F64;
   t.rank = 1;
   t.dims = dims;
   spora_kernel_desc_t kd{};

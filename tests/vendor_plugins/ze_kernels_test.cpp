@@ -96,12 +96,41 @@ struct T {
   float* f() { return reinterpret_cast<float*>(bytes.data()); }
 };
 
-T tensor(std::vector<int64_t> dims, std::mt19937& rng, float lo = -1, float hi = 1) {
+// Element i as float, for f32, f16 and bf16 storage.
+float get(const T& t, int64_t i) {
+  float f;
+  uint16_t h;
+  switch (t.dtype) {
+    case SPORA_DTYPE_F16:
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      return spora::plugin::f16::to_float(h);
+    case SPORA_DTYPE_BF16: {
+      std::memcpy(&h, t.bytes.data() + 2 * i, 2);
+      spora::plugin::bf16 b;
+      b.bits = h;
+      return static_cast<float>(b);
+    }
+    default:
+      std::memcpy(&f, t.bytes.data() + 4 * i, 4);
+      return f;
+  }
+}
+
+T tensor(std::vector<int64_t> dims, std::mt19937& rng, float lo = -1, float hi = 1, int32_t dtype = SPORA_DTYPE_F32) {
   T t;
   t.dims = std::move(dims);
-  t.bytes.resize(static_cast<size_t>(t.numel()) * 4);
+  t.dtype = dtype;
+  const size_t es = spora::plugin::dtype_size(dtype);
+  t.bytes.resize(static_cast<size_t>(t.numel()) * es);
   std::uniform_real_distribution<float> u(lo, hi);
-  for (int64_t i = 0; i < t.numel(); ++i) t.f()[i] = u(rng);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = u(rng);
+    uint16_t h = 0;
+    if (dtype == SPORA_DTYPE_F16) h = spora::plugin::f16(v).bits;
+    if (dtype == SPORA_DTYPE_BF16) h = spora::plugin::bf16(v).bits;
+    if (es == 2) std::memcpy(t.bytes.data() + 2 * i, &h, 2);
+    else std::memcpy(t.bytes.data() + 4 * i, &v, 4);
+  }
   return t;
 }
 
@@ -262,15 +291,14 @@ void check(const std::string& op, const std::vector<T>& inputs, const std::vecto
   for (size_t o = 0; o < outputs.size(); ++o) {
     const int64_t n = outputs[o].numel();
     ASSERT_GT(n, 0);
-    const float* g = reinterpret_cast<const float*>(got[o].bytes.data());
-    const float* w = reinterpret_cast<const float*>(want[o].bytes.data());
     int bad = 0;
     double worst = 0;
     for (int64_t i = 0; i < n; ++i) {
-      const double diff = std::fabs(static_cast<double>(g[i]) - w[i]);
-      const bool ok = diff <= atol + rtol * std::fabs(w[i]) || (std::isnan(g[i]) && std::isnan(w[i]));
+      const float g = get(got[o], i), w = get(want[o], i);
+      const double diff = std::fabs(static_cast<double>(g) - w);
+      const bool ok = diff <= atol + rtol * std::fabs(w) || (std::isnan(g) && std::isnan(w));
       if (!ok && bad++ < 3)
-        ADD_FAILURE() << op << " output " << o << " element " << i << ": pocl " << g[i] << " vs reference " << w[i];
+        ADD_FAILURE() << op << " output " << o << " element " << i << ": pocl " << g << " vs reference " << w;
       worst = std::max(worst, diff);
     }
     EXPECT_EQ(bad, 0) << op << " output " << o << ": " << bad << " of " << n << " elements off (max diff " << worst << ")";
@@ -396,6 +424,45 @@ TEST(ZeKernelsOnPocl, GlobalNormAndClip) {
   // Small norm: factor 1, tensors unchanged.
   check("clip_by_global_norm", {tensor(b, rng, -0.01f, 0.01f)}, {zeros(b), zeros({})},
         {{"max_norm", SPORA_ATTR_FLOAT, 0, 10.0}}, 1e-5, 1e-7);
+}
+
+// f16 and bf16 storage: loads convert to float, stores round to nearest
+// even, as the reference does. Single operations must match bit for bit;
+// sums and library functions get 2 units in the last place (float
+// arithmetic in another order can round the other way).
+TEST(ZeKernelsOnPocl, HalfAndBfloat16) {
+  auto rng = rng_for("half");
+  struct Kind {
+    int32_t dtype;
+    double rtol;
+  };
+  for (const Kind k : {Kind{SPORA_DTYPE_F16, 2 * 0x1p-10}, Kind{SPORA_DTYPE_BF16, 2 * 0x1p-7}}) {
+    const int32_t dt = k.dtype;
+    SCOPED_TRACE(spora::plugin::dtype_name(dt));
+    const double rt = k.rtol, at = k.rtol * 0.05;
+    // One float operation rounded once: bit-exact, which also pins the
+    // rounding to nearest even on store.
+    for (const char* op : {"neg", "relu", "round", "square", "reciprocal"})
+      check(op, {tensor({3, 70}, rng, -4, 4, dt)}, {zeros({3, 70}, dt)}, {}, 0, 0);
+    for (const char* op : {"add", "sub", "mul", "div", "maximum"})
+      check(op, {tensor({4, 1, 5}, rng, -1, 1, dt), tensor({1, 3, 5}, rng, 0.5f, 2, dt)}, {zeros({4, 3, 5}, dt)}, {},
+            0, 0);
+    // Library functions may differ from the host's libm in the last float
+    // bit, which can round the 16-bit result the other way.
+    for (const char* op : {"exp", "tanh", "sigmoid", "silu", "gelu"})
+      check(op, {tensor({3, 70}, rng, -4, 4, dt)}, {zeros({3, 70}, dt)}, {}, rt, at);
+    for (const char* op : {"max", "min"})
+      check(op, {tensor({5, 7, 130}, rng, -1, 1, dt)}, {zeros({5, 1, 130}, dt)}, {{"axes", SPORA_ATTR_INTS, 0, 0, {1}}},
+            0, 0);
+    for (const char* op : {"sum", "mean"})
+      check(op, {tensor({5, 7, 130}, rng, -1, 1, dt)}, {zeros({5, 1, 130}, dt)}, {{"axes", SPORA_ATTR_INTS, 0, 0, {1}}},
+            rt, at);
+    check("sum", {tensor({4, 300}, rng, 0, 1, dt)}, {zeros({4, 1}, dt)}, {{"axes", SPORA_ATTR_INTS, 0, 0, {1}}}, rt, at);
+    check("matmul", {tensor({2, 1, 17, 20}, rng, -1, 1, dt), tensor({1, 3, 20, 9}, rng, -1, 1, dt)},
+          {zeros({2, 3, 17, 9}, dt)}, {}, rt, 4 * at);
+    for (const char* op : {"softmax", "log_softmax"})
+      check(op, {tensor({4, 33, 5}, rng, -6, 6, dt)}, {zeros({4, 33, 5}, dt)}, {{"axis", SPORA_ATTR_INT, 1}}, rt, at);
+  }
 }
 
 TEST(ZeKernelsOnPocl, UnsupportedDtypeIsLeftToTheHost) {

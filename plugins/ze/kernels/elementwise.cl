@@ -1,5 +1,6 @@
-// Elementwise f32 kernels: unary ops, and binary ops with numpy
-// broadcasting. Op codes are ZeUnary/ZeBinary in ze_recipe.h.
+// Elementwise kernels for f32, f16 and bf16 storage: unary ops, and binary
+// ops with numpy broadcasting. Op codes are the positions of the op names
+// in ze_recipe.cpp (kUnary, kBinary).
 #include "common.h"
 
 // Split by sign so exp never overflows (as the reference kernels do).
@@ -11,10 +12,7 @@ static inline float sigmoid(float v) {
 
 // p0, p1: the op's attributes (leaky_relu alpha; gelu 1 = tanh form;
 // softplus beta, threshold; clip min, max), as the reference parses them.
-__kernel void ew_unary(__global const float* x, __global float* y, long n, int op, float p0, float p1) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  const float v = x[i];
+static float unary_op(float v, int op, float p0, float p1) {
   float r;
   switch (op) {
     case 0: r = -v; break;                              // neg
@@ -50,15 +48,10 @@ __kernel void ew_unary(__global const float* x, __global float* y, long n, int o
     }
     default: r = NAN; break;
   }
-  y[i] = r;
+  return r;
 }
 
-__kernel void ew_binary(__global const float* a, __global const float* b, __global float* c, long n, int op,
-                        int rank, long8 dims, long8 sa, long8 sb) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  const float x = a[offset_of(i, rank, dims, sa)];
-  const float y = b[offset_of(i, rank, dims, sb)];
+static float binary_op(float x, float y, int op) {
   float r;
   switch (op) {
     case 0: r = x + y; break;
@@ -70,5 +63,24 @@ __kernel void ew_binary(__global const float* a, __global const float* b, __glob
     case 6: r = (x < y || isnan(x)) ? x : y; break;  // minimum
     default: r = NAN; break;
   }
-  c[i] = r;
+  return r;
 }
+
+#define EW_KERNELS(S)                                                                                      \
+  __kernel void ew_unary_##S(__global const STOR_##S* x, __global STOR_##S* y, long n, int op, float p0,  \
+                             float p1) {                                                                   \
+    const long i = get_global_id(0);                                                                       \
+    if (i >= n) return;                                                                                    \
+    STORE_##S(y, i, unary_op(LOAD_##S(x, i), op, p0, p1));                                                 \
+  }                                                                                                        \
+  __kernel void ew_binary_##S(__global const STOR_##S* a, __global const STOR_##S* b, __global STOR_##S* c, \
+                              long n, int op, int rank, long8 dims, long8 sa, long8 sb) {                  \
+    const long i = get_global_id(0);                                                                       \
+    if (i >= n) return;                                                                                    \
+    const float x = LOAD_##S(a, offset_of(i, rank, dims, sa));                                             \
+    const float y = LOAD_##S(b, offset_of(i, rank, dims, sb));                                             \
+    STORE_##S(c, i, binary_op(x, y, op));                                                                  \
+  }
+EW_KERNELS(f32)
+EW_KERNELS(f16)
+EW_KERNELS(bf16)

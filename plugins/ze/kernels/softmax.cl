@@ -1,21 +1,25 @@
-// softmax and log_softmax along one axis, f32. The tensor is viewed as
-// (outer, len, inner); one work-item per (outer, inner) line makes three
-// passes over it: the max, the sum of exp(x - max), the result.
-__kernel void softmax_f32(__global const float* x, __global float* y, long outer, long len, long inner,
-                          int log_out) {
-  const long id = get_global_id(0);
-  if (id >= outer * inner) return;
-  const long o = id / inner, i = id % inner;
-  const long base = o * len * inner + i;
-  float m = -INFINITY;
-  for (long k = 0; k < len; ++k) m = fmax(m, x[base + k * inner]);
-  float s = 0.0f;
-  for (long k = 0; k < len; ++k) s += exp(x[base + k * inner] - m);
-  if (log_out) {
-    const float ls = log(s);
-    for (long k = 0; k < len; ++k) y[base + k * inner] = x[base + k * inner] - m - ls;
-  } else {
-    const float inv = 1.0f / s;
-    for (long k = 0; k < len; ++k) y[base + k * inner] = exp(x[base + k * inner] - m) * inv;
+// softmax and log_softmax along one axis, for f32, f16 and bf16 storage
+// (arithmetic in float). The tensor is viewed as (outer, len, inner); one
+// work-item per (outer, inner) line makes three passes over it: the max,
+// the sum of exp(x - max), the result.
+#include "common.h"
+
+#define SOFTMAX_KERNEL(S)                                                                                   \
+  __kernel void softmax_##S(__global const STOR_##S* x, __global STOR_##S* y, long outer, long len,         \
+                            long inner, int log_out) {                                                      \
+    const long id = get_global_id(0);                                                                       \
+    if (id >= outer * inner) return;                                                                        \
+    const long base = (id / inner) * len * inner + id % inner;                                              \
+    float m = -INFINITY;                                                                                    \
+    for (long k = 0; k < len; ++k) m = fmax(m, LOAD_##S(x, base + k * inner));                              \
+    float s = 0.0f;                                                                                         \
+    for (long k = 0; k < len; ++k) s += exp(LOAD_##S(x, base + k * inner) - m);                             \
+    const float ls = log(s), inv = 1.0f / s;                                                                \
+    for (long k = 0; k < len; ++k) {                                                                        \
+      const float d = LOAD_##S(x, base + k * inner) - m;                                                    \
+      STORE_##S(y, base + k * inner, log_out ? d - ls : exp(d) * inv);                                      \
+    }                                                                                                       \
   }
-}
+SOFTMAX_KERNEL(f32)
+SOFTMAX_KERNEL(f16)
+SOFTMAX_KERNEL(bf16)
