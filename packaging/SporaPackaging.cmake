@@ -37,14 +37,10 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
-# python3-spora -- PLACE FOR THE PYTHON PACKAGE. frontends/python is not on
-# main yet; its wheel install (`pip install .`) uses the component "python",
-# which is skipped below. For the Debian package, its install() rules in a
-# plain CMake install (if(NOT SKBUILD)) should use COMPONENT python3-spora,
-# DESTINATION lib/python3/dist-packages/spora, and an INSTALL_RPATH from
-# there to ${CMAKE_INSTALL_LIBDIR}; the package, its description and its
-# Depends (libspora, spora-plugin-cpu) then come from the loop below, and
-# tests/integration/sdk/deb_test.sh checks it like the others.
+# python3-spora: frontends/python installs the package into the component
+# python3-spora (lib/python3/dist-packages/spora, _C's RUNPATH pointing at
+# the package's libdir) in a plain CMake build, and into the component
+# "python" (wheel layout, skipped below) under scikit-build-core.
 
 get_cmake_property(_spora_components COMPONENTS)
 set(CPACK_COMPONENTS_ALL ${_spora_components})
@@ -86,8 +82,20 @@ foreach(comp IN LISTS _spora_components)
     list(APPEND SPORA_WHEEL_ONLY_COMPONENTS ${comp})
   elseif(comp STREQUAL "python3-spora")
     string(CONCAT CPACK_COMPONENT_${C}_DESCRIPTION "Spora deep-learning framework: Python package\n"
-      "import spora: tensors, ops, autodiff, jit, nn and training on Spora.")
+      "import spora: tensors and numpy/DLPack interchange, every Spora op, autodiff\n"
+      "(grad, value_and_grad), @spora.jit graph mode, spora.nn layers and losses,\n"
+      "optimizers, spora.train.Model, checkpoints and model export.")
+    # The cpu plugin: without any device plugin `import spora` works but
+    # nothing can run.
     set(CPACK_COMPONENT_${C}_DEPENDS libspora spora-plugin-cpu)
+    # spora._C is built for one CPython minor version (no stable ABI).
+    if(NOT SPORA_PYTHON_ABI_VERSION MATCHES "^([0-9]+)\\.([0-9]+)$")
+      message(FATAL_ERROR "packaging: python3-spora needs SPORA_PYTHON_ABI_VERSION (set by frontends/python), "
+        "got '${SPORA_PYTHON_ABI_VERSION}'")
+    endif()
+    math(EXPR _spora_py_next "${CMAKE_MATCH_2} + 1")
+    set(CPACK_DEBIAN_${C}_PACKAGE_DEPENDS
+      "python3 (>= ${SPORA_PYTHON_ABI_VERSION}), python3 (<< ${CMAKE_MATCH_1}.${_spora_py_next}), python3-numpy")
     set(CPACK_DEBIAN_${C}_PACKAGE_SECTION python)
   else()
     # An install() rule without COMPONENT lands in "Unspecified". Warn and
