@@ -13,7 +13,9 @@
 #
 # Dependencies between them are exact (= version): they are built together.
 # Dependencies on Debian's libraries (libdnnl, libspdlog, libstdc++...) come
-# from dpkg-shlibdeps.
+# from dpkg-shlibdeps; a plugin's libraries that no Debian package owns
+# (CUDA in /usr/local/cuda, ROCm in /opt/rocm, driver stubs) are named in
+# its description instead and never stop the build (SporaCPackPlugins.cmake).
 set(SPORA_PACKAGE_MAINTAINER "Spora developers <spora@localhost>" CACHE STRING
   "Maintainer field of the Debian packages")
 
@@ -44,6 +46,7 @@ set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
 get_cmake_property(_spora_components COMPONENTS)
 set(CPACK_COMPONENTS_ALL ${_spora_components})
+set(_spora_plugin_files "")
 foreach(comp IN LISTS _spora_components)
   string(TOUPPER "${comp}" C)
   set(CPACK_DEBIAN_${C}_PACKAGE_NAME ${comp})
@@ -73,6 +76,14 @@ foreach(comp IN LISTS _spora_components)
       "The '${CMAKE_MATCH_1}' backend of Spora, loaded by libspora at run time\n"
       "from its plugin directory.")
     set(CPACK_COMPONENT_${C}_DEPENDS libspora)
+    # The built file, for SporaCPackPlugins.cmake (vendor libraries outside
+    # Debian's packages); spora_add_plugin names it spora-<kind>-<name>.
+    foreach(kind device collective)
+      if(TARGET spora-${kind}-${CMAKE_MATCH_1})
+        string(APPEND _spora_plugin_files
+          "set(CPACK_SPORA_PLUGIN_FILE_${comp} \"$<TARGET_FILE:spora-${kind}-${CMAKE_MATCH_1}>\")\n")
+      endif()
+    endforeach()
   elseif(comp STREQUAL "python")
     # The wheel's component (`pip install .` through scikit-build-core, which
     # lays the package out for site-packages with libspora inside it): not a
@@ -108,6 +119,11 @@ foreach(comp IN LISTS _spora_components)
     list(APPEND SPORA_UNPACKAGED_COMPONENTS ${comp})
   endif()
 endforeach()
+# Plugins linking libraries no Debian package owns (CUDA, ROCm...): see
+# SporaCPackPlugins.cmake, which cpack runs before building the packages.
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/packaging/spora-plugin-files.cmake CONTENT "${_spora_plugin_files}")
+set(CPACK_SPORA_PLUGIN_FILES_SCRIPT ${PROJECT_BINARY_DIR}/packaging/spora-plugin-files.cmake)
+set(CPACK_PROJECT_CONFIG_FILE ${CMAKE_CURRENT_LIST_DIR}/SporaCPackPlugins.cmake)
 # Recorded in CPackConfig.cmake for tests/integration/sdk.
 set(CPACK_SPORA_UNPACKAGED_COMPONENTS "${SPORA_UNPACKAGED_COMPONENTS}")
 set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "${SPORA_WHEEL_ONLY_COMPONENTS}")
