@@ -176,6 +176,20 @@ if [[ " $components " == *" python3-spora "* ]]; then
   "${py[@]}" "$src/tests/integration/sdk/deb_python_check.py" \
     "$root" "$root/usr/$pydist" "${numpy_dirs[@]}" || fail "python3-spora from the root does not work"
   ! find "$root/usr/$pydist" -name '*.pyc' | grep -q . || fail "importing wrote bytecode into the root"
+
+  step "python3-spora: a plugin directory that does not exist is named, the root's plugins still load"
+  SPORA_PLUGIN_PATH=$tmp/no-such-dir "${py[@]}" -c '
+import sys
+sys.path[:0] = sys.argv[1:]
+import spora
+print(list(spora.devices()))' "$root/usr/$pydist" "${numpy_dirs[@]}" >"$tmp/py-nodir.out" 2>"$tmp/py-nodir.err" || {
+    cat "$tmp/py-nodir.out" "$tmp/py-nodir.err"
+    fail "import spora with a missing SPORA_PLUGIN_PATH directory failed"
+  }
+  cat "$tmp/py-nodir.err" "$tmp/py-nodir.out"
+  grep -qF "plugin path '$tmp/no-such-dir' (from SPORA_PLUGIN_PATH) does not exist" "$tmp/py-nodir.err" ||
+    fail "import spora does not report the missing SPORA_PLUGIN_PATH directory"
+  grep -qF "'cpu'" "$tmp/py-nodir.out" || fail "the root's cpu plugin is not found when SPORA_PLUGIN_PATH is missing"
 fi
 
 echo "sdk deb test: all checks passed"
