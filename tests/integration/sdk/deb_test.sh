@@ -164,7 +164,8 @@ if [[ " $components " == *" python3-spora "* ]]; then
     echo "numpy: the system's ($("$sys_python" -I -c "import numpy; print(numpy.__file__)"))"
   else
     [ -n "$venv_python" ] || fail "$sys_python has no numpy (python3-numpy) and no venv python was given"
-    site=$("$venv_python" -c "import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))")
+    site=$("$venv_python" -c "import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))") ||
+      fail "neither $sys_python nor $venv_python has numpy (packaging/install-deps.sh puts it in the venv)"
     mkdir "$tmp/numpy-only"
     for d in "$site"/numpy "$site"/numpy.libs; do
       [ ! -e "$d" ] || ln -s "$d" "$tmp/numpy-only/"
