@@ -156,12 +156,20 @@ if [[ " $components " == *" python3-spora "* ]]; then
   # so sys.path is the standard library, the root's dist-packages and numpy.
   sys_python=/usr/bin/python3
   [ -x "$sys_python" ] || fail "$sys_python does not exist (python3-spora targets Debian's python3)"
-  "$sys_python" -c "import sys; v = '%d.%d' % sys.version_info[:2]; sys.exit(v != '$pyabi')" ||
-    fail "$sys_python is not Python $pyabi, the version spora._C was built for"
+  is_abi() { "$1" -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$pyabi')"; }
+  if ! is_abi "$sys_python"; then
+    # A build with another CPython (a pyenv venv, say) makes a package this
+    # system's python3 cannot satisfy; check the files with that interpreter,
+    # still isolated from its site-packages.
+    [ -n "$venv_python" ] && is_abi "$venv_python" ||
+      fail "neither $sys_python nor '$venv_python' is Python $pyabi, the version spora._C was built for"
+    echo "NOTE: $sys_python is not Python $pyabi (spora._C's); using $venv_python isolated instead"
+    sys_python=$venv_python
+  fi
   numpy_dirs=()
   if "$sys_python" -I -c "import numpy" 2>/dev/null; then
     py=("$sys_python" -I -B)
-    echo "numpy: the system's ($("$sys_python" -I -c "import numpy; print(numpy.__file__)"))"
+    echo "numpy: $sys_python's own ($("$sys_python" -I -c "import numpy; print(numpy.__file__)"))"
   else
     [ -n "$venv_python" ] || fail "$sys_python has no numpy (python3-numpy) and no venv python was given"
     site=$("$venv_python" -c "import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))") ||
