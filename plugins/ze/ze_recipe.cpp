@@ -245,6 +245,116 @@ spora_plugin_error_t* softmax(const KernelPlan& p, bool log_out, const std::stri
   return nullptr;
 }
 
+spora_plugin_error_t* softmax_grad(const KernelPlan& p, bool log_out, const std::string& sfx, Recipe* out) {
+  if (p.num_inputs != 2 || p.num_outputs != 1) return bad(p, "expects y, dy and one output");
+  const Shape& s = p.in[0].shape;
+  if (s != p.in[1].shape || s != p.out[0].shape) return bad(p, "y, dy and dx shapes differ");
+  const int64_t axis = p.attrs.get_int("axis", s.rank - 1);
+  if (s.rank > 0 && (axis < 0 || axis >= s.rank)) return bad(p, "axis out of range");
+  int64_t outer = 1, len = 1, inner = 1;
+  for (int d = 0; d < s.rank; ++d) {
+    if (d < axis) outer *= s.dims[d];
+    else if (d == axis) len = s.dims[d];
+    else inner *= s.dims[d];
+  }
+  const int64_t lines = outer * inner;
+  if (auto* e = check_grid(p, lines, 64)) return e;
+  if (lines == 0 || len == 0) return nullptr;
+  Launch l;
+  l.kernel = "softmax_grad_" + sfx;
+  l.groups[0] = groups_for(lines, 64);
+  l.group_size[0] = 64;
+  l.args = {buffer_arg(0), buffer_arg(1), buffer_arg(2), value_arg<int64_t>(outer), value_arg<int64_t>(len),
+            value_arg<int64_t>(inner), value_arg<int32_t>(log_out ? 1 : 0)};
+  out->launches.push_back(std::move(l));
+  return nullptr;
+}
+
+// transpose and broadcast_to: one strided copy, for any dtype (by width).
+spora_plugin_error_t* strided_copy(const KernelPlan& p, Recipe* out) {
+  if (p.num_inputs != 1 || p.num_outputs != 1) return bad(p, "expects 1 input and 1 output");
+  if (p.in[0].dtype != p.out[0].dtype) return bad(p, "input and output dtypes differ");
+  const Shape &in = p.in[0].shape, &o = p.out[0].shape;
+  if (in.rank != o.rank) return bad(p, "input and output ranks differ (the host pads broadcast_to's input)");
+  int64_t st[SPORA_MAX_RANK] = {}, stride = 1;
+  for (int d = in.rank - 1; d >= 0; --d) {
+    st[d] = stride;
+    stride *= in.dims[d];
+  }
+  Long8 dims, strides;
+  if (p.op == "transpose") {
+    const std::vector<int64_t> perm = p.attrs.get_ints("perm");
+    if (perm.size() != static_cast<size_t>(in.rank)) return bad(p, "perm must list every axis");
+    bool seen[SPORA_MAX_RANK] = {};
+    for (int i = 0; i < in.rank; ++i) {
+      const int64_t ax = perm[static_cast<size_t>(i)];
+      if (ax < 0 || ax >= in.rank || seen[ax]) return bad(p, "perm is not a permutation");
+      seen[ax] = true;
+      if (o.dims[i] != in.dims[ax]) return bad(p, "output shape does not match perm");
+      dims.v[i] = o.dims[i];
+      strides.v[i] = st[ax];
+    }
+  } else {
+    if (!spora::plugin::broadcastable(in, o)) return bad(p, "input does not broadcast to the output");
+    for (int d = 0; d < o.rank; ++d) {
+      dims.v[d] = o.dims[d];
+      strides.v[d] = in.dims[d] == 1 ? 0 : st[d];
+    }
+  }
+  const int64_t n = o.numel();
+  if (auto* e = check_grid(p, n, kGroup1d)) return e;
+  if (n == 0) return nullptr;
+  const size_t width = spora::plugin::dtype_size(p.out[0].dtype);
+  if (width != 1 && width != 2 && width != 4 && width != 8) return no_kernel(p, "no copy kernel for this dtype");
+  Launch l = launch_1d("copy_" + std::to_string(width), n);
+  l.args = {buffer_arg(0), buffer_arg(1), value_arg<int64_t>(n), value_arg<int32_t>(o.rank), value_arg(dims),
+            value_arg(strides)};
+  out->launches.push_back(std::move(l));
+  return nullptr;
+}
+
+// linear: y = x @ w^T (matmul with transpose_b), then y += b in place
+// (a broadcasting add reading and writing y element by element).
+spora_plugin_error_t* linear(const KernelPlan& p, const std::string& sfx, Recipe* out) {
+  if (p.num_inputs != 3 || p.num_outputs != 1) return bad(p, "expects x, weight, bias and one output");
+  const Shape &x = p.in[0].shape, &w = p.in[1].shape, &b = p.in[2].shape, &y = p.out[0].shape;
+  if (x.rank != 2 || w.rank != 2 || b.rank != 1 || y.rank != 2 || x.dims[1] != w.dims[1] || b.dims[0] != w.dims[0] ||
+      y.dims[0] != x.dims[0] || y.dims[1] != w.dims[0])
+    return bad(p, "expected x [M, K], weight [N, K], bias [N], y [M, N]");
+  const int64_t m = x.dims[0], n = w.dims[0], k = x.dims[1];
+  if (y.numel() == 0) return nullptr;
+  if ((n + 15) / 16 > 0xffffffffLL || (m + 15) / 16 > 0xffffffffLL) return no_kernel(p, "too large for one launch");
+  if (auto* e = check_grid(p, y.numel(), kGroup1d)) return e;
+  const Long8 zero;
+  Launch mm;
+  mm.kernel = "matmul_" + sfx;
+  mm.group_size[0] = mm.group_size[1] = 16;
+  mm.groups[0] = groups_for(n, 16);
+  mm.groups[1] = groups_for(m, 16);
+  mm.args = {buffer_arg(0), buffer_arg(1), buffer_arg(3), value_arg<int64_t>(m), value_arg<int64_t>(n),
+             value_arg<int64_t>(k), value_arg<int32_t>(0), value_arg<int32_t>(1), value_arg<int32_t>(0),
+             value_arg(zero), value_arg(zero), value_arg(zero)};
+  out->launches.push_back(std::move(mm));
+  Shape row;
+  row.rank = 2;
+  row.dims[0] = 1;
+  row.dims[1] = n;
+  const Shape shapes[2] = {y, row};
+  const spora::plugin::ew::Bcast bc = spora::plugin::ew::make_bcast(y, shapes, 2);
+  Long8 dims, sa, sb;
+  for (int d = 0; d < bc.rank; ++d) {
+    dims.v[d] = bc.dims[d];
+    sa.v[d] = bc.strides[0][d];
+    sb.v[d] = bc.strides[1][d];
+  }
+  Launch add = launch_1d("ew_binary_" + sfx, y.numel());
+  add.args = {buffer_arg(3), buffer_arg(2), buffer_arg(3), value_arg<int64_t>(y.numel()),
+              value_arg<int32_t>(index_of(kBinary, "add")), value_arg<int32_t>(bc.rank), value_arg(dims), value_arg(sa),
+              value_arg(sb)};
+  out->launches.push_back(std::move(add));
+  return nullptr;
+}
+
 spora_plugin_error_t* optimizer(const KernelPlan& p, Recipe* out) {
   namespace optim = spora::plugin::optim;
   optim::Plan u;
@@ -337,7 +447,8 @@ const char* const* recipe_ops() {
     for (const char* n : kUnary) v.push_back(n);
     for (const char* n : kBinary) v.push_back(n);
     for (const char* n : kReduce) v.push_back(n);
-    for (const char* n : {"matmul", "softmax", "log_softmax", "sgd_update", "adam_update", "global_norm",
+    for (const char* n : {"matmul", "linear", "softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
+                          "transpose", "broadcast_to", "sgd_update", "adam_update", "global_norm",
                           "clip_by_global_norm"})
       v.push_back(n);
     v.push_back(nullptr);
@@ -349,6 +460,8 @@ const char* const* recipe_ops() {
 spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
   const bool norm_op = p.op == "global_norm" || p.op == "clip_by_global_norm";
   const bool optim_op = p.op == "sgd_update" || p.op == "adam_update" || norm_op;
+  // Layout copies move any dtype.
+  if (p.op == "transpose" || p.op == "broadcast_to") return strided_copy(p, out);
   // Optimizer scalars may be integers (step); describe() checks those.
   const char* sfx = float_suffix(p);
   if (!optim_op && !sfx) return no_kernel(p, "only f32, f16 and bf16 (all operands alike) have kernels on this device");
@@ -357,6 +470,9 @@ spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
   if (int i = index_of(kReduce, p.op); i >= 0) return reduce(p, i, sfx, out);
   if (p.op == "matmul") return matmul(p, sfx, out);
   if (p.op == "softmax" || p.op == "log_softmax") return softmax(p, p.op == "log_softmax", sfx, out);
+  if (p.op == "softmax_grad" || p.op == "log_softmax_grad")
+    return softmax_grad(p, p.op == "log_softmax_grad", sfx, out);
+  if (p.op == "linear") return linear(p, sfx, out);
   if (norm_op) return norm(p, out);
   if (optim_op) return optimizer(p, out);
   return no_kernel(p, "no kernel for this op");

@@ -162,6 +162,9 @@ TEST(ZeFakeDriver, EveryKernelFamilyPlansAndLaunches) {
       {"sum", {{{5, 7, 9}}}, {{{1, 1, 1}}}, {}, 1},
       {"matmul", {{{2, 1, 17, 20}}, {{1, 3, 20, 9}}}, {{{2, 3, 17, 9}}}, {}, 1},
       {"softmax", {{{4, 33}}}, {{{4, 33}}}, {}, 1},
+      {"softmax_grad", {{{4, 33}}, {{4, 33}}}, {{{4, 33}}}, {}, 1},
+      {"linear", {{{5, 16}}, {{3, 16}}, {{3}}}, {{{5, 3}}}, {}, 2},  // matmul, then the bias in place
+      {"broadcast_to", {{{1, 9, 1}, SPORA_DTYPE_I64}}, {{{4, 9, 3}, SPORA_DTYPE_I64}}, {}, 1},
       {"sgd_update", {s, s, {{10}}, {{20}}, {{10}}, {{20}}}, {{{10}}, {{20}}}, {}, 2},
       {"adam_update", {s, i64, s, {{10}}, {{10}}, {{10}}, {{10}}}, {{{10}}, {{10}}, {{10}}}, {}, 1},
       {"clip_by_global_norm", {{{9000}}, {{3}}}, {{{9000}}, {{3}}, s}, {{"max_norm", 1}}, 2 + 1 + 2},  // sumsq per tensor, finish, scale per tensor

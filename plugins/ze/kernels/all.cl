@@ -3,4 +3,5 @@
 #include "reduce.cl"
 #include "matmul.cl"
 #include "softmax.cl"
+#include "copy.cl"
 #include "optim.cl"

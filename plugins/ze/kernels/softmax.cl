@@ -23,3 +23,27 @@
 SOFTMAX_KERNEL(f32)
 SOFTMAX_KERNEL(f16)
 SOFTMAX_KERNEL(bf16)
+
+// The gradients from the forward output y and the incoming dy:
+// softmax_grad dx = y * (dy - sum(dy * y)), log_softmax_grad
+// dx = dy - exp(y) * sum(dy), along the axis (the reference's formulas).
+#define SOFTMAX_GRAD_KERNEL(S)                                                                              \
+  __kernel void softmax_grad_##S(__global const STOR_##S* y, __global const STOR_##S* dy,                   \
+                                 __global STOR_##S* dx, long outer, long len, long inner, int log_out) {    \
+    const long id = get_global_id(0);                                                                       \
+    if (id >= outer * inner) return;                                                                        \
+    const long base = (id / inner) * len * inner + id % inner;                                              \
+    float dot = 0.0f;                                                                                       \
+    for (long k = 0; k < len; ++k) {                                                                        \
+      const long j = base + k * inner;                                                                      \
+      dot += log_out ? LOAD_##S(dy, j) : LOAD_##S(dy, j) * LOAD_##S(y, j);                                  \
+    }                                                                                                       \
+    for (long k = 0; k < len; ++k) {                                                                        \
+      const long j = base + k * inner;                                                                      \
+      const float yv = LOAD_##S(y, j), g = LOAD_##S(dy, j);                                                 \
+      STORE_##S(dx, j, log_out ? g - exp(yv) * dot : yv * (g - dot));                                       \
+    }                                                                                                       \
+  }
+SOFTMAX_GRAD_KERNEL(f32)
+SOFTMAX_GRAD_KERNEL(f16)
+SOFTMAX_GRAD_KERNEL(bf16)
