@@ -70,10 +70,23 @@ def effective_dtype(cell):
     return mark.dtype
 
 
+def _caller_dtype(args, kwargs):
+    for x in _tree.flatten((args, kwargs))[0]:
+        if isinstance(x, Tensor) and x.dtype.is_floating_point:
+            return x.dtype
+    return None
+
+
 def call(cell, args, kwargs):
+    """Runs cell.construct in the cell's amp dtype: floating inputs cast to
+    it, Parameters read as casts, and floating outputs cast back to the
+    dtype the cell was called with (ops do not mix dtypes, so a bf16 cell
+    inside an f32 network must hand f32 on; bf16 -> f32 -> bf16 is exact,
+    so a chain of such cells loses nothing but the cast time)."""
     dt = effective_dtype(cell)
     if dt is None:
         return cell.construct(*args, **kwargs)
+    back = _caller_dtype(args, kwargs)
     args = cast_tree(args, dt)
     kwargs = cast_tree(kwargs, dt) if kwargs else kwargs
     prev = cell._amp_active
@@ -83,6 +96,8 @@ def call(cell, args, kwargs):
     finally:
         object.__setattr__(cell, "_amp_active", prev)
     mark = cell._amp_auto
-    if mark is not None and mark.output_f32 and dt.name != "float32":
-        out = cast_tree(out, _dtype.float32)
+    if mark is not None and mark.output_f32 and cell._amp_dtype is None:
+        back = _dtype.float32  # the top of an auto_mixed_precision network returns f32
+    if back is not None and back != dt:
+        out = cast_tree(out, back)
     return out

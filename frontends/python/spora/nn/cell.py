@@ -194,8 +194,9 @@ class Cell:
         low-precision network): floating inputs are cast to it on entry and
         trainable floating Parameters are read as casts of themselves (the
         Parameters stay f32, the master copies the optimizer updates, and
-        their gradients arrive in f32). Outputs are not cast back: the next
-        cell casts what it needs. Returns self."""
+        their gradients arrive in f32). Floating outputs are cast back to
+        the dtype the cell was called with, so the rest of the network sees
+        the dtype it expects. Returns self."""
         dt = _amp.check_dtype(dst_type, "Cell.to_float", allow_f32=True)
         for _, c in self.cells_and_names():
             object.__setattr__(c, "_amp_dtype", dt)
