@@ -17,6 +17,11 @@ namespace spora {
 
 class Context;
 class PluginRecord;
+struct OpDef;
+
+// Ops the scheduler runs through a communicator instead of a device kernel
+// (all_reduce; ops/collective.cpp).
+bool is_collective_op(const OpDef& op);
 
 class Communicator {
  public:

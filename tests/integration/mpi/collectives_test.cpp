@@ -381,6 +381,90 @@ TEST(MpiCollectives, AbortFromAnotherThread) {
   spora_comm_free(c);
 }
 
+// Graph mode: all_reduce inside a compiled graph, and its gradient. Each
+// rank runs y = all_reduce_sum(x_r * w), loss = sum(y). The forward value
+// is sum_r x_r * w (computed here from the generator). The bprop of a sum
+// all_reduce all-reduces the adjoint: dy = 1 on every rank becomes `size`,
+// so rank r's gradient with respect to w is size * x_r.
+TEST(MpiCollectives, GraphAllReduceAndItsGradient) {
+  int64_t group = 0;
+  OK(spora_comm_id(g_world, &group));
+  const int64_t n = 37;
+  spora_graph_t* g = nullptr;
+  OK(spora_graph_create("dp", &g));
+  spora_value_t x = 0, w = 0, xw = 0, y = 0, loss = 0;
+  size_t nout = 0;
+  OK(spora_graph_add_input(g, "x", SPORA_DTYPE_F64, &n, 1, &x));
+  OK(spora_graph_add_weight(g, "w", SPORA_DTYPE_F64, &n, 1, &w));
+  spora_value_t in2[2] = {x, w};
+  OK(spora_graph_add_op(g, "mul", in2, 2, nullptr, __FILE__, __LINE__, &xw, 1, &nout));
+  spora_attrs_t* a = nullptr;
+  OK(spora_attrs_create(&a));
+  OK(spora_attrs_set_int(a, "group", group));
+  OK(spora_attrs_set_string(a, "op", "sum"));
+  OK(spora_graph_add_op(g, "all_reduce", &xw, 1, a, __FILE__, __LINE__, &y, 1, &nout));
+  OK(spora_graph_add_op(g, "sum", &y, 1, nullptr, __FILE__, __LINE__, &loss, 1, &nout));
+  spora_value_t outs[2] = {loss, y};
+  OK(spora_graph_set_outputs(g, outs, 2));
+  spora_graph_t* gg = nullptr;
+  OK(spora_graph_grad(g, &w, 1, 0, &gg));
+  spora_executable_t* exe = nullptr;
+  OK(spora_graph_compile(gg, g_cpu, &exe));
+
+  std::vector<char> xs = filled(SPORA_DTYPE_F64, static_cast<size_t>(n), g_rank);
+  std::vector<char> ws(static_cast<size_t>(n) * 8);
+  for (int64_t i = 0; i < n; ++i) put(ws, SPORA_DTYPE_F64, static_cast<size_t>(i), 0.5 + static_cast<double>(i % 3));
+  spora_tensor_t* xt = make(SPORA_DTYPE_F64, n, &xs);
+  spora_tensor_t* wt = make(SPORA_DTYPE_F64, n, &ws);
+  spora_tensor_t* params[2] = {xt, wt};
+  for (int run = 0; run < 2; ++run) {  // the second run reuses the plan
+    spora_tensor_t* res[3] = {nullptr, nullptr, nullptr};
+    OK(spora_executable_run(exe, params, 2, res, 3));
+    const std::vector<char> lv = read(res[0], 8), yv = read(res[1], static_cast<size_t>(n) * 8),
+                            gv = read(res[2], static_cast<size_t>(n) * 8);
+    double want_loss = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      double sx = 0;
+      for (int r = 0; r < g_size; ++r) sx += value(SPORA_DTYPE_F64, r, static_cast<size_t>(i));
+      const double wi = get(ws, SPORA_DTYPE_F64, static_cast<size_t>(i));
+      EXPECT_DOUBLE_EQ(get(yv, SPORA_DTYPE_F64, static_cast<size_t>(i)), sx * wi) << "y " << i;
+      EXPECT_DOUBLE_EQ(get(gv, SPORA_DTYPE_F64, static_cast<size_t>(i)),
+                       g_size * value(SPORA_DTYPE_F64, g_rank, static_cast<size_t>(i)))
+          << "grad " << i;
+      want_loss += sx * wi;
+    }
+    EXPECT_NEAR(get(lv, SPORA_DTYPE_F64, 0), want_loss, 1e-12);
+    for (auto* t : res) spora_tensor_free(t);
+  }
+  // A group that names no live communicator fails naming the op and line.
+  spora_attrs_t* bad = nullptr;
+  OK(spora_attrs_create(&bad));
+  OK(spora_attrs_set_int(bad, "group", group + 1000));
+  spora_graph_t* g2 = nullptr;
+  OK(spora_graph_create("bad", &g2));
+  spora_value_t x2 = 0, y2 = 0;
+  OK(spora_graph_add_input(g2, "x", SPORA_DTYPE_F64, &n, 1, &x2));
+  const int line = __LINE__ + 1;
+  OK(spora_graph_add_op(g2, "all_reduce", &x2, 1, bad, "train.py", line, &y2, 1, &nout));
+  OK(spora_graph_set_outputs(g2, &y2, 1));
+  spora_executable_t* exe2 = nullptr;
+  OK(spora_graph_compile(g2, g_cpu, &exe2));
+  spora_tensor_t* r2 = nullptr;
+  EXPECT_EQ(spora_executable_run(exe2, &xt, 1, &r2, 1), SPORA_ERROR_NOT_FOUND);
+  const std::string msg = spora_last_error();
+  EXPECT_NE(msg.find("no live communicator has id"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("train.py:" + std::to_string(line)), std::string::npos) << msg;
+  spora_executable_free(exe2);
+  spora_graph_free(g2);
+  spora_attrs_free(bad);
+  spora_tensor_free(xt);
+  spora_tensor_free(wt);
+  spora_executable_free(exe);
+  spora_graph_free(gg);
+  spora_graph_free(g);
+  spora_attrs_free(a);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
