@@ -118,9 +118,12 @@ spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what
       if (aborted) return make_error(SPORA_PLUGIN_ABORTED, "[mpi] " + why);
       return make_error(SPORA_PLUGIN_TIMEOUT, "[mpi] " + why + "; the communicator must be aborted now");
     }
-    // MPI progresses only inside MPI calls: keep testing, but give the core
-    // to other processes (ranks often share cores) and, after a while, stop
-    // burning it altogether while a slow peer computes.
+    // MPI progresses only inside MPI calls: test back to back at first (a
+    // yield there costs a whole time slice when ranks share cores, which
+    // bench_collective_allreduce showed as 10x on mid-size messages), then
+    // yield to other processes, and after a while stop burning the core
+    // while a slow peer computes.
+    if (waited < 5) continue;
     if (waited < 100)
       std::this_thread::yield();
     else
