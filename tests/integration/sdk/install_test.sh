@@ -66,7 +66,7 @@ done
 soname=$(readelf -d "$prefix/$libdir/libspora.so.$version" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libspora.so.$major" ] || fail "SONAME is '$soname', expected libspora.so.$major"
 # Test plugins (tests/loader) must never be installed.
-extra=$(ls "$prefix/$libdir/spora/plugins" | grep -vE '^libspora-(device|collective)-(cpu|sim)\.so$' || true)
+extra=$(ls "$prefix/$libdir/spora/plugins" | grep -vE '^libspora-(device-(cpu|sim)|collective-mpi)\.so$' || true)
 [ -z "$extra" ] || fail "unexpected files in the plugin directory: $extra"
 
 step "RPATH: bin/spora finds libspora relative to itself; libraries carry none"
