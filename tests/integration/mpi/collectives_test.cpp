@@ -480,7 +480,6 @@ int main(int argc, char** argv) {
   spora_comm_rank(g_world, &g_rank, &g_size);
   // A failing rank must not leave the others waiting forever.
   spora_comm_set_timeout(g_world, 60000);
-  if (g_rank != 0) ::testing::GTEST_FLAG(brief) = true;
   const int rc = RUN_ALL_TESTS();
   spora_comm_free(g_world);
   spora_context_free(g_ctx);
