@@ -581,7 +581,10 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
         const ir::Node& n = graph_.node(step->node);
         try {
           std::shared_ptr<Communicator> comm = Communicator::find(step->group, n.op->name);
-          wait_for_stream(device_);
+          if (device_->has_async())
+            wait_for_stream(device_);  // leaves the stream's pending error to the user's synchronize
+          else
+            device_->synchronize();
           const TensorMeta& m = graph_.meta(step->inputs[0]);
           comm->all_reduce_host(reinterpret_cast<const void*>(addr(step->inputs[0])),
                                 reinterpret_cast<void*>(addr(step->outputs[0])), static_cast<size_t>(m.shape.numel()),
