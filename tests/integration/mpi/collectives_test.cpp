@@ -4,6 +4,7 @@
 // in, without any communication, and compares.
 #include <gtest/gtest.h>
 #include <spora/spora.h>
+#include <spora/spora.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -463,6 +464,21 @@ TEST(MpiCollectives, GraphAllReduceAndItsGradient) {
   spora_graph_free(gg);
   spora_graph_free(g);
   spora_attrs_free(a);
+}
+
+// The C++ wrapper (spora.hpp) over the same calls.
+TEST(MpiCollectives, CppWrapper) {
+  spora::Context ctx;
+  spora::Communicator c(ctx, "mpi");
+  EXPECT_EQ(c.rank(), g_rank);
+  EXPECT_EQ(c.size(), g_size);
+  EXPECT_GT(c.id(), 0);
+  c.set_timeout(60000);
+  spora::Tensor x = spora::Tensor::from<double>(ctx.device("cpu"), {3}, {1.0 + g_rank, 2.0, -3.0 * g_rank});
+  c.all_reduce(x, x, SPORA_REDUCE_MAX);
+  const std::vector<double> got = x.read<double>();
+  EXPECT_EQ(got, (std::vector<double>{static_cast<double>(g_size), 2.0, 0.0}));
+  c.barrier();
 }
 
 }  // namespace
