@@ -114,7 +114,12 @@ def all_reduce(x, op=ReduceOp.SUM, group=None):
         a.set_string("op", str(op))
         a.set_int("group", c.id)
         return _C.call("all_reduce", [x], a)
-    from .. import ops
+    from .. import _autograd, ops
+    if getattr(_autograd._recording, "depth", 0):
+        raise RuntimeError("[communication] all_reduce inside spora.grad in PYNATIVE_MODE would not be "
+                           "differentiated (the eager tape does not record collectives); reduce the gradients "
+                           "instead (nn.DistributedGradReducer), or differentiate under spora.jit / GRAPH_MODE, "
+                           "where all_reduce has a gradient")
     out = ops.zeros_like(x)  # a fresh buffer the collective writes into
     c.all_reduce(x, out, str(op))
     return out

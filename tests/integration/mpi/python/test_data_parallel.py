@@ -187,3 +187,20 @@ def test_grad_reducer_buckets_by_dtype_and_size():
         want = np.mean([grads_of(k)[i] for k in range(n)], axis=0)
         assert got.shape == shapes[i] and got.dtype == spora.Tensor(grads_of(0)[i]).dtype
         np.testing.assert_allclose(got.asnumpy(), want, rtol=1e-6)
+
+
+def test_gradient_through_all_reduce():
+    """d/dx sum(all_reduce_sum(x * x)) on rank r is size * 2 x_r (the
+    incoming gradient, 1, is all-reduced) under jit; PyNative refuses
+    rather than return a gradient that ignores the collective."""
+    r, n = comm.get_rank(), comm.get_group_size()
+    x = spora.Tensor(np.array([1.0, -2.0, 0.5]) * (r + 1))
+
+    def f(t):
+        return comm.all_reduce(t * t).sum()
+
+    spora.set_context(mode=spora.PYNATIVE_MODE)
+    with pytest.raises(RuntimeError, match="would not be differentiated"):
+        spora.grad(f)(x)
+    g = spora.jit(spora.grad(f))(x)
+    np.testing.assert_allclose(g.asnumpy(), n * 2 * x.asnumpy(), rtol=1e-12)
