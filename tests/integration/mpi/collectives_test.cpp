@@ -466,6 +466,28 @@ TEST(MpiCollectives, GraphAllReduceAndItsGradient) {
   spora_attrs_free(a);
 }
 
+// comm_init with ranks other than MPI's: the communicator is ordered by the
+// ranks the processes passed.
+TEST(MpiCollectives, CreateWithPermutedRanks) {
+  spora_communicator_t* c = nullptr;
+  const int32_t mine = g_size - 1 - g_rank;
+  OK(spora_comm_create(g_ctx, "mpi", mine, g_size, &c));
+  int32_t r = -1, s = -1;
+  OK(spora_comm_rank(c, &r, &s));
+  EXPECT_EQ(r, mine);
+  EXPECT_EQ(s, g_size);
+  std::vector<char> v = filled(SPORA_DTYPE_I64, 2, mine);  // keyed by the new rank
+  spora_tensor_t* in = make(SPORA_DTYPE_I64, 2, &v);
+  spora_tensor_t* out = make(SPORA_DTYPE_I64, 2 * g_size, nullptr);
+  OK(spora_comm_all_gather(c, in, out));
+  const std::vector<char> got = read(out, 16 * static_cast<size_t>(g_size));
+  for (int k = 0; k < g_size; ++k)
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(get(got, SPORA_DTYPE_I64, k * 2 + i), value(SPORA_DTYPE_I64, k, i));
+  spora_tensor_free(in);
+  spora_tensor_free(out);
+  spora_comm_free(c);
+}
+
 // The C++ wrapper (spora.hpp) over the same calls.
 TEST(MpiCollectives, CppWrapper) {
   spora::Context ctx;
