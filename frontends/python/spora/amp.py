@@ -208,9 +208,12 @@ class TrainOneStepWithLossScale:
     backward with the finiteness check, then the optimizer -- and the host
     reads the check between them (in GRAPH_MODE each part is one compiled
     graph); a skipped step leaves every Parameter and optimizer state as it
-    was. Counters: steps, skipped."""
+    was. Counters: steps, skipped. grad_reducer (data parallel: a
+    DistributedGradReducer) all-reduces the unscaled gradients before the
+    finiteness check, so every rank sees the same overflow and skips
+    together."""
 
-    def __init__(self, network, optimizer, loss_scale_manager):
+    def __init__(self, network, optimizer, loss_scale_manager, grad_reducer=None):
         if not isinstance(loss_scale_manager, LossScaleManager):
             raise TypeError(f"[TrainOneStepWithLossScale] loss_scale_manager must be a LossScaleManager, "
                             f"got {type(loss_scale_manager).__name__}")
@@ -233,6 +236,8 @@ class TrainOneStepWithLossScale:
             inv = 1.0 / args[-1]
             loss, grads = grad_fn(*args)
             grads = tuple(g * inv for g in grads)
+            if grad_reducer is not None:
+                grads = tuple(grad_reducer(grads))
             return loss * inv, grads, (all_finite(grads) if check else None)
 
         def apply(grads):
@@ -289,15 +294,19 @@ def build_train_network(network, optimizer, loss_fn=None, level="O0", dtype=None
     default DynamicLossScaleManager() for f16, none for bf16) the step is a
     TrainOneStepWithLossScale; without one, forward, gradients and update
     are one function (compiled as one graph in GRAPH_MODE)."""
+    from . import _parallel
+    from .nn.distributed import DistributedGradReducer
     from .nn.loss import WithLossCell
     _check_level(level, "build_train_network")
     if level != "O0":
         auto_mixed_precision(network, level, dtype)
     net = WithLossCell(network, loss_fn) if loss_fn is not None else network
     manager = resolve_loss_scale_manager(network, level, loss_scale_manager)
+    # Data parallel (spora.set_auto_parallel_context): all-reduce gradients.
+    reducer = DistributedGradReducer(optimizer.parameters) if _parallel.data_parallel() else None
     if manager is not None:
-        return TrainOneStepWithLossScale(net, optimizer, manager)
-    return _PlainStep(net, optimizer)
+        return TrainOneStepWithLossScale(net, optimizer, manager, grad_reducer=reducer)
+    return _PlainStep(net, optimizer, reducer)
 
 
 def resolve_loss_scale_manager(network, level, manager):
@@ -313,12 +322,14 @@ def resolve_loss_scale_manager(network, level, manager):
 
 
 class _PlainStep:
-    def __init__(self, network, optimizer):
+    def __init__(self, network, optimizer, reducer=None):
         self.network, self.optimizer = network, optimizer
         grad_fn = value_and_grad(network, grad_position=None, weights=optimizer.parameters)
 
         def step(*inputs):
             loss, grads = grad_fn(*inputs)
+            if reducer is not None:
+                grads = reducer(grads)
             optimizer(grads)
             return loss
         self._fn = step

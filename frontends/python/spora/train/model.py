@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 
-from .. import Tensor, value_and_grad
+from .. import Tensor, _parallel, value_and_grad
 from ..nn import _util
 from ..nn.cell import Cell
+from ..nn.distributed import DistributedGradReducer
 from ..nn.loss import WithLossCell
 from .callbacks import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -96,13 +97,18 @@ class Model:
 
     def _make_train_step(self, graph):
         net, opt = self.train_network, self.optimizer
+        # Data parallel (spora.set_auto_parallel_context): gradients are
+        # all-reduced across ranks before the update, inside the step graph.
+        reducer = DistributedGradReducer(opt.parameters) if _parallel.data_parallel() else None
         if self.loss_scale_manager is not None:
             from ..amp import TrainOneStepWithLossScale
-            return TrainOneStepWithLossScale(net, opt, self.loss_scale_manager)
+            return TrainOneStepWithLossScale(net, opt, self.loss_scale_manager, grad_reducer=reducer)
         grad_fn = value_and_grad(net, grad_position=None, weights=opt.parameters)
 
         def train_step(*inputs):
             loss, grads = grad_fn(*inputs)
+            if reducer is not None:
+                grads = reducer(grads)
             opt(grads)
             return loss
 
