@@ -55,7 +55,6 @@ SPORA_HD inline double sm_partial0(const SmIndex& ix, const T* x, const T* dy, i
 // Forward pass 1 partial: sum of exp(x - max), each exp in the compute type.
 template <class T>
 SPORA_HD inline double sm_partial1(const SmIndex& ix, const T* x, int64_t base, int t, compute_of<T> mx) {
-  using C = compute_of<T>;
   double a = 0;
   for (int64_t j = t; j < ix.len; j += kSmThreads)
     a += static_cast<double>(fm::exp(elem<T>::load(x[base + j * ix.inner]) - mx));
