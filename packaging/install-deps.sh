@@ -15,6 +15,7 @@ pkgs=(
   libgtest-dev libgmock-dev
   python3 python3-venv python3-dev
   dataset-fashion-mnist   # the Python main job's data (IDX files, no download)
+  hipcc libamdhip64-dev   # builds the ROCm plugin (hipcc 5.2, gfx90a); no AMD GPU needed
 )
 
 sudo_=""

@@ -3,6 +3,9 @@
 #include <string>
 
 #include "error.h"
+#if !defined(SPORA_GPU_HIP)
+#include "gpu_blas.h"
+#endif
 
 namespace spora::gpu {
 
@@ -73,6 +76,13 @@ spora_plugin_error_t* create_state() {
   }
   host_log(SPORA_LOG_INFO, std::string(kRuntimeName) + ": " + std::to_string(count) + " device(s), first " +
                                state->devices[0].name + " (" + state->devices[0].arch + ")");
+#if !defined(SPORA_GPU_HIP)
+  // Optional: without cuBLAS every matmul runs the plugin's own GEMM.
+  if (const std::string why = blas::load(); !why.empty())
+    host_log(SPORA_LOG_WARN, "cuBLAS not loaded (" + why + "): matmul uses the plugin's own GEMM kernel");
+  else
+    host_log(SPORA_LOG_INFO, "cuBLAS loaded: f32/f64 matmul uses cublas[SD]gemmStridedBatched");
+#endif
   g_state.store(state.release(), std::memory_order_release);
   return nullptr;
 }
@@ -90,6 +100,9 @@ void destroy_state() {
     (void)cudaSetDevice(ev->device);  // a failure shows in the call below
     (void)cudaEventDestroy(ev->event);
   }
+#if !defined(SPORA_GPU_HIP)
+  blas::unload();
+#endif
   delete state;
 }
 

@@ -4,6 +4,9 @@
 
 #include "gpu_device.h"
 #include "math/gemm_math.h"
+#if !defined(SPORA_GPU_HIP)
+#include "gpu_blas.h"
+#endif
 
 namespace spora::gpu {
 namespace {
@@ -34,12 +37,24 @@ __global__ void gemm_kernel(GemmIndex g, const T* a, const T* b, T* y) {
 struct MmState {
   GemmIndex g;
   int32_t dtype;
+  // cuBLAS takes the call when each operand's batch is either the output's
+  // (stride: one matrix) or a single matrix for all (stride 0).
+  bool strided = false;
+  int64_t stride_a = 0, stride_b = 0;
 };
 
 cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out, void*, cudaStream_t stream) {
   const MmState& s = plan.get<MmState>();
   const GemmIndex& g = s.g;
   if (g.batch == 0 || g.m == 0 || g.n == 0) return cudaSuccess;
+#if !defined(SPORA_GPU_HIP)
+  if (s.strided && (s.dtype == SPORA_DTYPE_F32 || s.dtype == SPORA_DTYPE_F64)) {
+    bool used = false;
+    const cudaError_t e = blas::gemm(stream, s.dtype, g.ta, g.tb, g.m, g.n, g.k, in[0], s.stride_a, in[1], s.stride_b,
+                                     out[0], g.batch, &used);
+    if (e != cudaSuccess || used) return e;
+  }
+#endif
   const dim3 block(kGemmTile, kGemmTile);
   const dim3 grid(static_cast<unsigned>((g.n + kGemmTile - 1) / kGemmTile),
                   static_cast<unsigned>((g.m + kGemmTile - 1) / kGemmTile),
@@ -69,6 +84,16 @@ spora_plugin_error_t* plan(GpuPlan& gp) {
   s->g = gemm_index_of(p.in[0].shape, p.in[1].shape, p.out[0].shape, p.attrs.get_bool("transpose_a", false),
                        p.attrs.get_bool("transpose_b", false));
   s->dtype = p.out[0].dtype;
+  bool a_full = true, a_one = true, b_full = true, b_one = true;
+  for (int d = 0; d < r - 2; ++d) {
+    a_full = a_full && p.in[0].shape.dims[d] == p.out[0].shape.dims[d];
+    a_one = a_one && p.in[0].shape.dims[d] == 1;
+    b_full = b_full && p.in[1].shape.dims[d] == p.out[0].shape.dims[d];
+    b_one = b_one && p.in[1].shape.dims[d] == 1;
+  }
+  s->strided = (a_full || a_one) && (b_full || b_one);
+  s->stride_a = a_full ? s->g.mat_a : 0;
+  s->stride_b = b_full ? s->g.mat_b : 0;
   gp.state = s;
   gp.launch = launch;
   return nullptr;
