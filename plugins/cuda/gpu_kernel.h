@@ -45,6 +45,8 @@ void add_elementwise_kernels(std::vector<GpuKernelEntry>& out);
 void add_reduce_kernels(std::vector<GpuKernelEntry>& out);
 void add_softmax_kernels(std::vector<GpuKernelEntry>& out);
 void add_matmul_kernels(std::vector<GpuKernelEntry>& out);
+void add_optim_kernels(std::vector<GpuKernelEntry>& out);
+void add_loss_kernels(std::vector<GpuKernelEntry>& out);
 
 // Threads per block for 1-D elementwise launches, and the grid for n
 // elements (grid-stride loops cover the rest).

@@ -20,6 +20,8 @@ const std::vector<GpuKernelEntry>& entries() {
     add_reduce_kernels(v);
     add_softmax_kernels(v);
     add_matmul_kernels(v);
+    add_optim_kernels(v);
+    add_loss_kernels(v);
     return v;
   }();
   return all;
