@@ -13,7 +13,9 @@
 #
 # Dependencies between them are exact (= version): they are built together.
 # Dependencies on Debian's libraries (libdnnl, libspdlog, libstdc++...) come
-# from dpkg-shlibdeps.
+# from dpkg-shlibdeps; a plugin's libraries that no Debian package owns
+# (CUDA in /usr/local/cuda, ROCm in /opt/rocm, driver stubs) are named in
+# its description instead and never stop the build (SporaCPackPlugins.cmake).
 set(SPORA_PACKAGE_MAINTAINER "Spora developers <spora@localhost>" CACHE STRING
   "Maintainer field of the Debian packages")
 
@@ -37,17 +39,14 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_ENABLE_COMPONENT_DEPENDS ON)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 
-# python3-spora -- PLACE FOR THE PYTHON PACKAGE. frontends/python is not on
-# main yet; its wheel install (`pip install .`) uses the component "python",
-# which is skipped below. For the Debian package, its install() rules in a
-# plain CMake install (if(NOT SKBUILD)) should use COMPONENT python3-spora,
-# DESTINATION lib/python3/dist-packages/spora, and an INSTALL_RPATH from
-# there to ${CMAKE_INSTALL_LIBDIR}; the package, its description and its
-# Depends (libspora, spora-plugin-cpu) then come from the loop below, and
-# tests/integration/sdk/deb_test.sh checks it like the others.
+# python3-spora: frontends/python installs the package into the component
+# python3-spora (lib/python3/dist-packages/spora, _C's RUNPATH pointing at
+# the package's libdir) in a plain CMake build, and into the component
+# "python" (wheel layout, skipped below) under scikit-build-core.
 
 get_cmake_property(_spora_components COMPONENTS)
 set(CPACK_COMPONENTS_ALL ${_spora_components})
+set(_spora_plugin_files "")
 foreach(comp IN LISTS _spora_components)
   string(TOUPPER "${comp}" C)
   set(CPACK_DEBIAN_${C}_PACKAGE_NAME ${comp})
@@ -77,6 +76,14 @@ foreach(comp IN LISTS _spora_components)
       "The '${CMAKE_MATCH_1}' backend of Spora, loaded by libspora at run time\n"
       "from its plugin directory.")
     set(CPACK_COMPONENT_${C}_DEPENDS libspora)
+    # The built file, for SporaCPackPlugins.cmake (vendor libraries outside
+    # Debian's packages); spora_add_plugin names it spora-<kind>-<name>.
+    foreach(kind device collective)
+      if(TARGET spora-${kind}-${CMAKE_MATCH_1})
+        string(APPEND _spora_plugin_files
+          "set(CPACK_SPORA_PLUGIN_FILE_${comp} \"$<TARGET_FILE:spora-${kind}-${CMAKE_MATCH_1}>\")\n")
+      endif()
+    endforeach()
   elseif(comp STREQUAL "python")
     # The wheel's component (`pip install .` through scikit-build-core, which
     # lays the package out for site-packages with libspora inside it): not a
@@ -86,8 +93,20 @@ foreach(comp IN LISTS _spora_components)
     list(APPEND SPORA_WHEEL_ONLY_COMPONENTS ${comp})
   elseif(comp STREQUAL "python3-spora")
     string(CONCAT CPACK_COMPONENT_${C}_DESCRIPTION "Spora deep-learning framework: Python package\n"
-      "import spora: tensors, ops, autodiff, jit, nn and training on Spora.")
+      "import spora: tensors and numpy/DLPack interchange, every Spora op, autodiff\n"
+      "(grad, value_and_grad), @spora.jit graph mode, spora.nn layers and losses,\n"
+      "optimizers, spora.train.Model, checkpoints and model export.")
+    # The cpu plugin: without any device plugin `import spora` works but
+    # nothing can run.
     set(CPACK_COMPONENT_${C}_DEPENDS libspora spora-plugin-cpu)
+    # spora._C is built for one CPython minor version (no stable ABI).
+    if(NOT SPORA_PYTHON_ABI_VERSION MATCHES "^([0-9]+)\\.([0-9]+)$")
+      message(FATAL_ERROR "packaging: python3-spora needs SPORA_PYTHON_ABI_VERSION (set by frontends/python), "
+        "got '${SPORA_PYTHON_ABI_VERSION}'")
+    endif()
+    math(EXPR _spora_py_next "${CMAKE_MATCH_2} + 1")
+    set(CPACK_DEBIAN_${C}_PACKAGE_DEPENDS
+      "python3 (>= ${SPORA_PYTHON_ABI_VERSION}), python3 (<< ${CMAKE_MATCH_1}.${_spora_py_next}), python3-numpy")
     set(CPACK_DEBIAN_${C}_PACKAGE_SECTION python)
   else()
     # An install() rule without COMPONENT lands in "Unspecified". Warn and
@@ -100,6 +119,11 @@ foreach(comp IN LISTS _spora_components)
     list(APPEND SPORA_UNPACKAGED_COMPONENTS ${comp})
   endif()
 endforeach()
+# Plugins linking libraries no Debian package owns (CUDA, ROCm...): see
+# SporaCPackPlugins.cmake, which cpack runs before building the packages.
+file(GENERATE OUTPUT ${PROJECT_BINARY_DIR}/packaging/spora-plugin-files.cmake CONTENT "${_spora_plugin_files}")
+set(CPACK_SPORA_PLUGIN_FILES_SCRIPT ${PROJECT_BINARY_DIR}/packaging/spora-plugin-files.cmake)
+set(CPACK_PROJECT_CONFIG_FILE ${CMAKE_CURRENT_LIST_DIR}/SporaCPackPlugins.cmake)
 # Recorded in CPackConfig.cmake for tests/integration/sdk.
 set(CPACK_SPORA_UNPACKAGED_COMPONENTS "${SPORA_UNPACKAGED_COMPONENTS}")
 set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "${SPORA_WHEEL_ONLY_COMPONENTS}")

@@ -7,10 +7,14 @@
 # root's headers and spora.pc, runs on every device. The example finds
 # libspora through LD_LIBRARY_PATH=<root>/usr/lib (nothing is installed
 # system-wide); bin/spora needs no such help (RUNPATH $ORIGIN/../lib).
+# python3-spora: the system interpreter (/usr/bin/python3, the one the
+# package's Depends name) imports the root's package in isolated mode and
+# checks devices, plugin paths and a gradient against numpy
+# (deb_python_check.py).
 #
-# usage: deb_test.sh BUILD_DIR SOURCE_DIR LIBDIR CPACK C_COMPILER
+# usage: deb_test.sh BUILD_DIR SOURCE_DIR LIBDIR CPACK C_COMPILER [VENV_PYTHON]
 set -euo pipefail
-build=$1 src=$2 libdir=$3 cpack=$4 cc=$5
+build=$1 src=$2 libdir=$3 cpack=$4 cc=$5 venv_python=${6:-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/spora-sdk-deb.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
@@ -38,10 +42,11 @@ step "cpack -G DEB ($components)"
 }
 
 expected="libspora libspora-dev spora-tools spora-plugin-cpu spora-plugin-sim"
+# python3-spora exists when the build has the Python frontend (the build
+# tree's package is there); the wheel's component never becomes a package.
+[ ! -f "$build/python/spora/__init__.py" ] || expected="$expected python3-spora"
 wheel_only=$(sed -n 's/^set(CPACK_SPORA_WHEEL_ONLY_COMPONENTS "\(.*\)")$/\1/p' "$config")
-if [ -n "$wheel_only" ] && [[ " $components " != *" python3-spora "* ]]; then
-  echo "NOTE: the Python package installs only for the wheel (component '$wheel_only'); no python3-spora package yet"
-fi
+[ -z "$wheel_only" ] || fail "components '$wheel_only' (the wheel's layout) are installed by a plain CMake build"
 for c in $components $expected; do
   [ -f "$tmp/pkgs/${c}_${version}_$(dpkg --print-architecture).deb" ] || {
     ls "$tmp/pkgs"
@@ -63,7 +68,15 @@ depends_on() { # <package> <dependency text>
 for c in $components; do
   case $c in
     libspora) ;;
-    python3-spora) depends_on "$c" "libspora (= $version)" && depends_on "$c" "spora-plugin-cpu (= $version)" ;;
+    python3-spora)
+      depends_on "$c" "libspora (= $version)"
+      depends_on "$c" "spora-plugin-cpu (= $version)"
+      depends_on "$c" "python3-numpy"
+      # _C is built for one CPython minor version: the Depends pin it.
+      pyabi=$(sed -n 's/^SPORA_PYTHON_ABI_VERSION:INTERNAL=//p' "$build/CMakeCache.txt")
+      depends_on "$c" "python3 (>= $pyabi)"
+      depends_on "$c" "python3 (<< ${pyabi%%.*}.$((${pyabi#*.} + 1)))"
+      ;;
     *) depends_on "$c" "libspora (= $version)" ;;
   esac
 done
@@ -95,6 +108,14 @@ for p in cpu sim; do
   [ "$(owner "$libdir/spora/plugins/libspora-device-$p.so")" = "spora-plugin-$p" ] ||
     fail "libspora-device-$p.so is not in spora-plugin-$p"
 done
+pydist=lib/python3/dist-packages
+if [[ " $components " == *" python3-spora "* ]]; then
+  [ "$(owner $pydist/spora/__init__.py)" = python3-spora ] || fail "spora/__init__.py is not in python3-spora"
+  [ "$(owner $pydist/spora/nn/__init__.py)" = python3-spora ] || fail "spora/nn is not in python3-spora"
+  ext=$(awk '$1 == "python3-spora" && $2 ~ /\/spora\/_C\..*so$/ {print $2}' "$tmp/files.txt")
+  [ -n "$ext" ] || fail "python3-spora has no spora/_C*.so"
+  ! grep '^python3-spora ' "$tmp/files.txt" | grep -qE '\.pyc$|__pycache__' || fail "python3-spora ships bytecode"
+fi
 
 step "dpkg-deb -x every package into one root"
 root=$tmp/root
@@ -126,5 +147,58 @@ LD_LIBRARY_PATH=$root/usr/$libdir "$tmp/quickstart" >"$tmp/quickstart.txt" 2>&1 
 cat "$tmp/quickstart.txt"
 grep -qE "^  cpu:0 .* ok$" "$tmp/quickstart.txt" && grep -qE "^  sim:0 .* ok$" "$tmp/quickstart.txt" ||
   fail "the quickstart example did not run on cpu and sim"
+
+if [[ " $components " == *" python3-spora "* ]]; then
+  step "python3-spora: import spora from the root with the system python3"
+  # The interpreter the package's Depends name. Its numpy is Debian's
+  # python3-numpy when installed; otherwise (install-deps.sh puts numpy only
+  # in the venv) a directory holding nothing but links to the venv's numpy,
+  # so sys.path is the standard library, the root's dist-packages and numpy.
+  sys_python=/usr/bin/python3
+  [ -x "$sys_python" ] || fail "$sys_python does not exist (python3-spora targets Debian's python3)"
+  is_abi() { "$1" -c "import sys; sys.exit('%d.%d' % sys.version_info[:2] != '$pyabi')"; }
+  if ! is_abi "$sys_python"; then
+    # A build with another CPython (a pyenv venv, say) makes a package this
+    # system's python3 cannot satisfy; check the files with that interpreter,
+    # still isolated from its site-packages.
+    [ -n "$venv_python" ] && is_abi "$venv_python" ||
+      fail "neither $sys_python nor '$venv_python' is Python $pyabi, the version spora._C was built for"
+    echo "NOTE: $sys_python is not Python $pyabi (spora._C's); using $venv_python isolated instead"
+    sys_python=$venv_python
+  fi
+  numpy_dirs=()
+  if "$sys_python" -I -c "import numpy" 2>/dev/null; then
+    py=("$sys_python" -I -B)
+    echo "numpy: $sys_python's own ($("$sys_python" -I -c "import numpy; print(numpy.__file__)"))"
+  else
+    [ -n "$venv_python" ] || fail "$sys_python has no numpy (python3-numpy) and no venv python was given"
+    site=$("$venv_python" -c "import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))") ||
+      fail "neither $sys_python nor $venv_python has numpy (packaging/install-deps.sh puts it in the venv)"
+    mkdir "$tmp/numpy-only"
+    for d in "$site"/numpy "$site"/numpy.libs; do
+      [ ! -e "$d" ] || ln -s "$d" "$tmp/numpy-only/"
+    done
+    numpy_dirs=("$tmp/numpy-only")
+    py=("$sys_python" -I -S -B)
+    echo "numpy: $sys_python has none (python3-numpy not installed); using only the venv's, from $site"
+  fi
+  "${py[@]}" "$src/tests/integration/sdk/deb_python_check.py" \
+    "$root" "$root/usr/$pydist" "${numpy_dirs[@]}" || fail "python3-spora from the root does not work"
+  ! find "$root/usr/$pydist" -name '*.pyc' | grep -q . || fail "importing wrote bytecode into the root"
+
+  step "python3-spora: a plugin directory that does not exist is named, the root's plugins still load"
+  SPORA_PLUGIN_PATH=$tmp/no-such-dir "${py[@]}" -c '
+import sys
+sys.path[:0] = sys.argv[1:]
+import spora
+print(list(spora.devices()))' "$root/usr/$pydist" "${numpy_dirs[@]}" >"$tmp/py-nodir.out" 2>"$tmp/py-nodir.err" || {
+    cat "$tmp/py-nodir.out" "$tmp/py-nodir.err"
+    fail "import spora with a missing SPORA_PLUGIN_PATH directory failed"
+  }
+  cat "$tmp/py-nodir.err" "$tmp/py-nodir.out"
+  grep -qF "plugin path '$tmp/no-such-dir' (from SPORA_PLUGIN_PATH) does not exist" "$tmp/py-nodir.err" ||
+    fail "import spora does not report the missing SPORA_PLUGIN_PATH directory"
+  grep -qF "'cpu'" "$tmp/py-nodir.out" || fail "the root's cpu plugin is not found when SPORA_PLUGIN_PATH is missing"
+fi
 
 echo "sdk deb test: all checks passed"
