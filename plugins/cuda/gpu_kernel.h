@@ -20,7 +20,9 @@ using LaunchFn = cudaError_t (*)(const GpuPlan& plan, const void* const* in, voi
                                  cudaStream_t stream);
 
 struct GpuPlan {
-  spora::plugin::KernelPlan desc;  // validated by the reference planner
+  // Validated by the reference planner; its state is kept, for the
+  // families that launch the reference's own plan (layout copies).
+  spora::plugin::KernelPlan desc;
   std::shared_ptr<void> state;     // the family's launch parameters
   LaunchFn launch = nullptr;
   size_t workspace = 0;
@@ -47,6 +49,7 @@ void add_softmax_kernels(std::vector<GpuKernelEntry>& out);
 void add_matmul_kernels(std::vector<GpuKernelEntry>& out);
 void add_optim_kernels(std::vector<GpuKernelEntry>& out);
 void add_loss_kernels(std::vector<GpuKernelEntry>& out);
+void add_layout_kernels(std::vector<GpuKernelEntry>& out);
 
 // Threads per block for 1-D elementwise launches, and the grid for n
 // elements (grid-stride loops cover the rest).

@@ -22,6 +22,7 @@ const std::vector<GpuKernelEntry>& entries() {
     add_matmul_kernels(v);
     add_optim_kernels(v);
     add_loss_kernels(v);
+    add_layout_kernels(v);
     return v;
   }();
   return all;
@@ -65,7 +66,6 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     kernel->device = device;
     // The reference planner's message names the op and what is wrong.
     if (auto* err = spora::plugin::plan_kernel(desc, &kernel->plan.desc)) return err;
-    kernel->plan.desc.state.reset();  // the reference's own state is not needed
     if (auto* err = entry->plan(kernel->plan)) return err;
     const size_t workspace = kernel->plan.workspace;
     *out = static_cast<spora_kernel_t*>(state->kernels.add(std::move(kernel)));
