@@ -74,7 +74,7 @@ bool available() { return g_loaded; }
 
 cudaError_t gemm(cudaStream_t stream, int32_t dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void* a, int64_t stride_a, const void* b, int64_t stride_b, void* y, int64_t batch,
-                 bool* used) {
+                 bool accumulate, bool* used) {
   *used = false;
   if (!g_loaded || m > INT_MAX || n > INT_MAX || k > INT_MAX || batch > INT_MAX || k == 0) return cudaSuccess;
   int device = 0;
@@ -92,14 +92,14 @@ cudaError_t gemm(cudaStream_t stream, int32_t dtype, bool ta, bool tb, int64_t m
   const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
   cublasStatus_t st;
   if (dtype == SPORA_DTYPE_F64) {
-    const double one = 1, zero = 0;
+    const double one = 1, zero = 0, beta = accumulate ? one : zero;
     st = g_lib.dgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &one,
-                     static_cast<const double*>(b), ldb, stride_b, static_cast<const double*>(a), lda, stride_a, &zero,
+                     static_cast<const double*>(b), ldb, stride_b, static_cast<const double*>(a), lda, stride_a, &beta,
                      static_cast<double*>(y), static_cast<int>(n), m * n, static_cast<int>(batch));
   } else {
-    const float one = 1, zero = 0;
+    const float one = 1, zero = 0, beta = accumulate ? one : zero;
     st = g_lib.sgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &one,
-                     static_cast<const float*>(b), ldb, stride_b, static_cast<const float*>(a), lda, stride_a, &zero,
+                     static_cast<const float*>(b), ldb, stride_b, static_cast<const float*>(a), lda, stride_a, &beta,
                      static_cast<float*>(y), static_cast<int>(n), m * n, static_cast<int>(batch));
   }
   if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorInvalidValue;  // arguments cuBLAS refused: reported by the launch

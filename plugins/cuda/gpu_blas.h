@@ -20,11 +20,12 @@ bool available();
 
 // Row-major y[b] = op(a[b]) op(b[b]) for b < batch, all m x n / m x k /
 // k x n, element strides between batch entries (0 = the same matrix for
-// every entry). dtype is SPORA_DTYPE_F32 or _F64. *used = false (and
+// every entry); with `accumulate` the product is added to y (beta = 1).
+// dtype is SPORA_DTYPE_F32 or _F64. *used = false (and
 // cudaSuccess) when cuBLAS cannot take the call (not loaded, sizes beyond
 // int); the caller then runs its own kernel.
 cudaError_t gemm(cudaStream_t stream, int32_t dtype, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
                  const void* a, int64_t stride_a, const void* b, int64_t stride_b, void* y, int64_t batch,
-                 bool* used);
+                 bool accumulate, bool* used);
 
 }  // namespace spora::gpu::blas
