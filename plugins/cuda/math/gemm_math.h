@@ -9,7 +9,9 @@
 // (On a GPU the compiler may contract a*b+c into an FMA; the host does not.)
 #pragma once
 #include <cstdint>
+#include <string>
 
+#include "ew_math.h"
 #include "hd.h"
 #include "kernel_plan.h"  // plugins/common: Shape (host side)
 
@@ -70,13 +72,61 @@ SPORA_HD inline C gemm_accumulate(C acc, int ty, int tx, int kn, const C (*as)[k
   return acc;
 }
 
+// linear and its epilogue-fused forms (linear_act, linear_add_act): the
+// bias is the accumulator's initial value (as the reference linear adds the
+// products to it), then each step rounds to T like the unfused ops: the
+// product sum, the residual add, the activation.
+struct GemmEpilogue {
+  int32_t has_add = 0;
+  int32_t has_act = 0;
+  EwOp act = EwOp::kRelu;
+  EwParams act_params;
+};
+
+template <class T>
+SPORA_HD inline compute_of<T> gemm_init(const T* bias, int64_t col, int64_t n) {
+  return bias && col < n ? elem<T>::load(bias[col]) : compute_of<T>(0);
+}
+
+// The stored output element from its accumulator (and residual element).
+template <class T>
+SPORA_HD inline T gemm_store(const GemmEpilogue* ep, compute_of<T> acc, const T* residual) {
+  T y = elem<T>::store(acc);
+  if (!ep) return y;
+  if (ep->has_add) y = elem<T>::store(elem<T>::load(y) + elem<T>::load(*residual));
+  if (ep->has_act) y = elem<T>::store(ew_unary<compute_of<T>>(ep->act, elem<T>::load(y), ep->act_params));
+  return y;
+}
+
+// Host side: the epilogue of linear_act / linear_add_act from the
+// activation attribute (the reference's names); false if unknown.
+inline bool gemm_epilogue_of(const std::string& act, bool residual, GemmEpilogue* ep) {
+  ep->has_add = residual;
+  ep->has_act = act != "none";
+  if (act == "relu") ep->act = EwOp::kRelu;
+  else if (act == "sigmoid") ep->act = EwOp::kSigmoid;
+  else if (act == "tanh") ep->act = EwOp::kTanh;
+  else if (act == "gelu" || act == "gelu_tanh") {
+    ep->act = EwOp::kGelu;
+    ep->act_params.gelu_tanh = act == "gelu_tanh";
+  } else if (act != "none") {
+    return false;
+  }
+  return true;
+}
+
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
 // Host emulation of the block computing tile (row0, col0) of one output
-// matrix (operands already offset to that batch entry).
+// matrix (operands already offset to that batch entry); bias, residual and
+// ep as for linear (NULL for matmul).
 template <class T>
-inline void gemm_block_emulate(const GemmIndex& g, const T* a, const T* b, T* y, int64_t row0, int64_t col0) {
+inline void gemm_block_emulate(const GemmIndex& g, const T* a, const T* b, T* y, int64_t row0, int64_t col0,
+                               const T* bias = nullptr, const T* residual = nullptr,
+                               const GemmEpilogue* ep = nullptr) {
   using C = compute_of<T>;
-  C as[kGemmTile][kGemmTile], bs[kGemmTile][kGemmTile], acc[kGemmTile][kGemmTile] = {};
+  C as[kGemmTile][kGemmTile], bs[kGemmTile][kGemmTile], acc[kGemmTile][kGemmTile];
+  for (int ty = 0; ty < kGemmTile; ++ty)
+    for (int tx = 0; tx < kGemmTile; ++tx) acc[ty][tx] = gemm_init<T>(bias, col0 + tx, g.n);
   for (int64_t k0 = 0; k0 < g.k; k0 += kGemmTile) {
     for (int ty = 0; ty < kGemmTile; ++ty)
       for (int tx = 0; tx < kGemmTile; ++tx) gemm_load<T>(g, a, b, row0, col0, k0, ty, tx, as, bs);
@@ -86,7 +136,10 @@ inline void gemm_block_emulate(const GemmIndex& g, const T* a, const T* b, T* y,
   }
   for (int ty = 0; ty < kGemmTile; ++ty)
     for (int tx = 0; tx < kGemmTile; ++tx)
-      if (row0 + ty < g.m && col0 + tx < g.n) y[(row0 + ty) * g.n + col0 + tx] = elem<T>::store(acc[ty][tx]);
+      if (row0 + ty < g.m && col0 + tx < g.n) {
+        const int64_t o = (row0 + ty) * g.n + col0 + tx;
+        y[o] = gemm_store<T>(ep, acc[ty][tx], residual ? residual + o : nullptr);
+      }
 }
 #endif
 
