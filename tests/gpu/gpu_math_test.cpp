@@ -25,6 +25,7 @@
 #include "math/copy_math.h"
 #include "math/gemm_math.h"
 #include "math/loss_math.h"
+#include "math/norm_math.h"
 #include "math/optim_math.h"
 #include "math/reduce_math.h"
 #include "math/softmax_math.h"
@@ -946,6 +947,67 @@ TEST(GpuMath, LinearAndFusedEpiloguesMatchReference) {
     }
   }
   EXPECT_EQ(checked, 28);
+}
+
+// ---- global norm and clipping ----
+
+TEST(GpuMath, GlobalNormAndClipMatchReference) {
+  // Tensors of 1, 5000 (two blocks) and 70000 (18 blocks) elements.
+  const std::vector<std::vector<int64_t>> sizes = {{1}, {50, 100}, {70000}};
+  int checked = 0;
+  for (int32_t dt : kFloatDtypes) {
+    for (double max_norm : {1.0, 1e6}) {  // clipping, and a factor of 1
+      std::vector<Tensor> xs;
+      for (const auto& d : sizes) {
+        xs.push_back(make(dt, d));
+        fill(xs.back(), -1, 1, false);
+      }
+      const int32_t nd = dt == SPORA_DTYPE_F64 ? SPORA_DTYPE_F64 : SPORA_DTYPE_F32;
+      std::vector<Tensor> outs;
+      for (const auto& d : sizes) outs.push_back(make(dt, d));
+      outs.push_back(make(nd, {}));
+      std::vector<const Tensor*> in;
+      for (const Tensor& t : xs) in.push_back(&t);
+      std::vector<Tensor*> out;
+      for (Tensor& t : outs) out.push_back(&t);
+      sp::KernelPlan plan;
+      std::string why;
+      ASSERT_TRUE(ref_plan("clip_by_global_norm", in, out, {float_attr("max_norm", max_norm)}, &plan, &why)) << why;
+      ref_run(plan, in, out);
+      // The GPU order: per-tensor block partials, added in order.
+      std::vector<double> partials;
+      sg::visit_storage(dt, [&](auto tag) {
+        using T = decltype(tag);
+        if constexpr (sg::is_float_c<sg::compute_of<T>>) {
+          for (const Tensor& t : xs) {
+            const size_t at = partials.size();
+            partials.resize(at + static_cast<size_t>(sg::norm_blocks_of(t.numel())));
+            sg::norm_partials_emulate<T>(t.as<T>(), t.numel(), partials.data() + at);
+          }
+        }
+      });
+      EXPECT_EQ(partials.size(), 1u + 2u + 18u);
+      const double norm = sg::norm_finish(partials.data(), static_cast<int64_t>(partials.size()));
+      const double want_norm = value_at(outs.back(), 0);
+      // The norm is stored as f32 except for f64 tensors.
+      EXPECT_NEAR(norm, want_norm, (nd == SPORA_DTYPE_F64 ? 1e-12 : 2.5e-7) * want_norm) << sp::dtype_name(dt);
+      const double factor = sg::norm_clip_factor(max_norm, norm);
+      if (max_norm > 1e5) EXPECT_EQ(factor, 1.0);
+      else EXPECT_LT(factor, 1.0);
+      for (size_t k = 0; k < xs.size(); ++k) {
+        Tensor got = make(dt, xs[k].dims);
+        sg::visit_storage(dt, [&](auto tag) {
+          using T = decltype(tag);
+          if constexpr (sg::is_float_c<sg::compute_of<T>>)
+            for (int64_t i = 0; i < got.numel(); ++i) got.as<T>()[i] = sg::norm_scale<T>(xs[k].as<T>()[i], factor);
+        });
+        // The factor may differ from the reference's in a double's last bit.
+        EXPECT_EQ(compare(got, outs[k], ulp_rel(dt), 0, std::string("clip ") + sp::dtype_name(dt)), 0);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 }  // namespace

@@ -1,3 +1,7 @@
+// global_norm and clip_by_global_norm: per-tensor blocks of squared sums
+// into the workspace, one thread adding them in order (math/norm_math.h),
+// then per-tensor scaling for the clip.
+//
 // sgd_update and adam_update: one thread computes the coefficients from the
 // scalar inputs (device memory) into the workspace, then one grid-stride
 // kernel per tensor of the group applies math/optim_math.h's element
@@ -6,6 +10,7 @@
 
 #include "gpu_device.h"
 #include "kernels/optim.h"  // plugins/common: describe(), the group layout
+#include "math/norm_math.h"
 #include "math/optim_math.h"
 
 namespace spora::gpu {
@@ -115,11 +120,105 @@ spora_plugin_error_t* plan(GpuPlan& gp) {
   return nullptr;
 }
 
+template <class T>
+__global__ void sumsq_kernel(const T* x, int64_t n, int64_t blocks, double* partials) {
+  __shared__ double acc[kNormThreads];
+  const int t = static_cast<int>(threadIdx.x);
+  acc[t] = norm_thread<T>(x, n, blockIdx.x, blocks, t);
+  __syncthreads();
+  for (int s = kNormThreads / 2; s > 0; s >>= 1) {
+    if (t < s) acc[t] += acc[t + s];
+    __syncthreads();
+  }
+  if (t == 0) partials[blockIdx.x] = acc[0];
+}
+
+// partials[count] receives the clip factor; `norm_out` is f32 or f64.
+__global__ void norm_finish_kernel(double* partials, int64_t count, double max_norm, int32_t f64, void* norm_out) {
+  const double norm = norm_finish(partials, count);
+  partials[count] = norm_clip_factor(max_norm, norm);
+  if (f64) *static_cast<double*>(norm_out) = norm;
+  else *static_cast<float*>(norm_out) = static_cast<float>(norm);
+}
+
+template <class T>
+__global__ void scale_kernel(const T* x, T* y, int64_t n, const double* factor) {
+  const double f = *factor;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] = norm_scale<T>(x[i], f);
+}
+
+struct NormState {
+  bool clip;
+  double max_norm;
+  int32_t dtype;
+  std::vector<int64_t> numel, first_partial;  // per tensor
+  int64_t partials;
+};
+
+template <class T>
+cudaError_t launch_norm_t(const NormState& s, const void* const* in, void* const* out, double* ws, cudaStream_t stream) {
+  const int n = static_cast<int>(s.numel.size());
+  for (int k = 0; k < n; ++k) {
+    const int64_t blocks = norm_blocks_of(s.numel[static_cast<size_t>(k)]);
+    sumsq_kernel<T><<<static_cast<unsigned>(blocks), kNormThreads, 0, stream>>>(
+        static_cast<const T*>(in[k]), s.numel[static_cast<size_t>(k)], blocks, ws + s.first_partial[static_cast<size_t>(k)]);
+    if (cudaError_t e = launched(); e != cudaSuccess) return e;
+  }
+  norm_finish_kernel<<<1, 1, 0, stream>>>(ws, s.partials, s.max_norm, s.dtype == SPORA_DTYPE_F64, out[s.clip ? n : 0]);
+  if (cudaError_t e = launched(); e != cudaSuccess) return e;
+  if (!s.clip) return cudaSuccess;
+  for (int k = 0; k < n; ++k) {
+    const int64_t m = s.numel[static_cast<size_t>(k)];
+    if (m == 0) continue;
+    scale_kernel<T><<<grid_for(m), kBlock, 0, stream>>>(static_cast<const T*>(in[k]), static_cast<T*>(out[k]), m,
+                                                       ws + s.partials);
+    if (cudaError_t e = launched(); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t launch_norm(const GpuPlan& plan, const void* const* in, void* const* out, void* ws, cudaStream_t stream) {
+  const NormState& s = plan.get<NormState>();
+  auto* w = static_cast<double*>(ws);
+  switch (s.dtype) {
+    case SPORA_DTYPE_F32: return launch_norm_t<float>(s, in, out, w, stream);
+    case SPORA_DTYPE_F64: return launch_norm_t<double>(s, in, out, w, stream);
+    case SPORA_DTYPE_F16: return launch_norm_t<half_t>(s, in, out, w, stream);
+    case SPORA_DTYPE_BF16: return launch_norm_t<bhalf_t>(s, in, out, w, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+spora_plugin_error_t* plan_norm(GpuPlan& gp) {
+  const auto& p = gp.desc;
+  ref::Plan r;
+  if (auto* e = ref::describe(p, &r)) return e;
+  auto s = std::make_shared<NormState>();
+  s->clip = r.kind == ref::Kind::kClip;
+  s->max_norm = r.max_norm;
+  s->dtype = r.dtype;
+  s->partials = 0;
+  for (int k = 0; k < r.n; ++k) {
+    const int64_t m = r.offset[static_cast<size_t>(k) + 1] - r.offset[static_cast<size_t>(k)];
+    s->numel.push_back(m);
+    s->first_partial.push_back(s->partials);
+    s->partials += norm_blocks_of(m);
+  }
+  gp.state = s;
+  gp.launch = launch_norm;
+  gp.workspace = static_cast<size_t>(s->partials + 1) * sizeof(double);  // + the clip factor
+  return nullptr;
+}
+
 }  // namespace
 
 void add_optim_kernels(std::vector<GpuKernelEntry>& out) {
   out.push_back({"sgd_update", plan});
   out.push_back({"adam_update", plan});
+  out.push_back({"global_norm", plan_norm});
+  out.push_back({"clip_by_global_norm", plan_norm});
 }
 
 }  // namespace spora::gpu
