@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 
+#include "math/blas_args.h"
+
 namespace spora::gpu::blas {
 namespace {
 
@@ -86,21 +88,23 @@ cudaError_t gemm(cudaStream_t stream, int32_t dtype, bool ta, bool tb, int64_t m
     return cudaSuccess;  // own GEMM instead
   }
   if (g_lib.set_stream(h, stream) != CUBLAS_STATUS_SUCCESS) return cudaSuccess;
-  // Row-major y = op(A) op(B) is column-major y^T = op(B)^T op(A)^T: swap
-  // the operands, keep each one's transpose flag.
-  const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
+  // Row-major y = op(A) op(B) as a column-major call (math/blas_args.h).
+  const BlasArgs x = blas_args_row_major(ta, tb, m, n, k);
+  const cublasOperation_t op1 = x.trans_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op2 = x.trans_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int rows = static_cast<int>(x.rows), cols = static_cast<int>(x.cols), inner = static_cast<int>(x.inner);
+  const int ld1 = static_cast<int>(x.ld_first), ld2 = static_cast<int>(x.ld_second), ldo = static_cast<int>(x.ld_out);
   cublasStatus_t st;
   if (dtype == SPORA_DTYPE_F64) {
     const double one = 1, zero = 0, beta = accumulate ? one : zero;
-    st = g_lib.dgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &one,
-                     static_cast<const double*>(b), ldb, stride_b, static_cast<const double*>(a), lda, stride_a, &beta,
-                     static_cast<double*>(y), static_cast<int>(n), m * n, static_cast<int>(batch));
+    st = g_lib.dgemm(h, op1, op2, rows, cols, inner, &one, static_cast<const double*>(b), ld1, stride_b,
+                     static_cast<const double*>(a), ld2, stride_a, &beta, static_cast<double*>(y), ldo, m * n,
+                     static_cast<int>(batch));
   } else {
     const float one = 1, zero = 0, beta = accumulate ? one : zero;
-    st = g_lib.sgemm(h, opb, opa, static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &one,
-                     static_cast<const float*>(b), ldb, stride_b, static_cast<const float*>(a), lda, stride_a, &beta,
-                     static_cast<float*>(y), static_cast<int>(n), m * n, static_cast<int>(batch));
+    st = g_lib.sgemm(h, op1, op2, rows, cols, inner, &one, static_cast<const float*>(b), ld1, stride_b,
+                     static_cast<const float*>(a), ld2, stride_a, &beta, static_cast<float*>(y), ldo, m * n,
+                     static_cast<int>(batch));
   }
   if (st != CUBLAS_STATUS_SUCCESS) return cudaErrorInvalidValue;  // arguments cuBLAS refused: reported by the launch
   *used = true;

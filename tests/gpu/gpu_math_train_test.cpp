@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/optim.h"
+#include "math/blas_args.h"
 #include "math/copy_math.h"
 #include "math/gemm_math.h"
 #include "math/loss_math.h"
@@ -444,6 +445,62 @@ TEST(GpuMath, GlobalNormAndClipMatchReference) {
     }
   }
   EXPECT_EQ(checked, 8);
+}
+
+// ---- the cuBLAS call's arguments ----
+
+// The BLAS definition of a column-major, strided-batched GEMM with
+// alpha = 1: C[i + j ldc] = beta C[...] + sum_l op(X)[i, l] op(Y)[l, j],
+// op(X)[i, l] = trans ? X[l + i ldx] : X[i + l ldx].
+template <class F>
+void column_major_gemm(bool tx, bool ty, int64_t m, int64_t n, int64_t k, const F* x, int64_t ldx, int64_t sx,
+                       const F* y, int64_t ldy, int64_t sy, F beta, F* c, int64_t ldc, int64_t sc, int64_t batch) {
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < m; ++i) {
+        F acc = 0;
+        for (int64_t l = 0; l < k; ++l) {
+          const F xv = tx ? x[b * sx + l + i * ldx] : x[b * sx + i + l * ldx];
+          const F yv = ty ? y[b * sy + j + l * ldy] : y[b * sy + l + j * ldy];
+          acc += xv * yv;
+        }
+        F& out = c[b * sc + i + j * ldc];
+        out = beta * out + acc;
+      }
+}
+
+TEST(GpuMath, CublasArgumentsComputeTheRowMajorMatmul) {
+  // cuBLAS never runs here; its arguments do, through the BLAS definition.
+  struct Case {
+    std::vector<int64_t> a, b, y;
+    bool ta, tb;
+  };
+  const std::vector<Case> cases = {{{3, 37, 45}, {3, 45, 29}, {3, 37, 29}, false, false},
+                                   {{1, 45, 37}, {3, 45, 29}, {3, 37, 29}, true, false},
+                                   {{3, 37, 45}, {1, 29, 45}, {3, 37, 29}, false, true},
+                                   {{3, 45, 37}, {3, 29, 45}, {3, 37, 29}, true, true}};
+  for (const Case& c : cases) {
+    Tensor a = make(SPORA_DTYPE_F64, c.a), b = make(SPORA_DTYPE_F64, c.b);
+    fill(a, -1, 1, false);
+    fill(b, -1, 1, false);
+    Tensor want = make(SPORA_DTYPE_F64, c.y);
+    sp::KernelPlan plan;
+    ASSERT_TRUE(ref_plan("matmul", {&a, &b}, {&want}, {bool_attr("transpose_a", c.ta), bool_attr("transpose_b", c.tb)}, &plan));
+    ref_run(plan, {&a, &b}, {&want});
+    const int64_t m = 37, n = 29, k = 45;
+    const sg::BlasArgs x = sg::blas_args_row_major(c.ta, c.tb, m, n, k);
+    // Batch strides as matmul.cu computes them: a whole matrix, or 0 for a broadcast one.
+    const int64_t sa = c.a[0] == 1 ? 0 : m * k, sb = c.b[0] == 1 ? 0 : k * n;
+    for (double bias : {0.0, 0.5}) {  // beta = 0, and beta = 1 over bias rows (linear)
+      Tensor got = make(SPORA_DTYPE_F64, c.y);
+      for (int64_t i = 0; i < got.numel(); ++i) got.as<double>()[i] = bias;
+      column_major_gemm<double>(x.trans_first, x.trans_second, x.rows, x.cols, x.inner, b.as<double>(), x.ld_first, sb,
+                                a.as<double>(), x.ld_second, sa, bias != 0 ? 1.0 : 0.0, got.as<double>(), x.ld_out,
+                                m * n, 3);
+      for (int64_t i = 0; i < got.numel(); ++i) got.as<double>()[i] -= bias;
+      EXPECT_EQ(compare(got, want, 1e-12, 1e-13, "cuBLAS arguments"), 0) << c.ta << c.tb;
+    }
+  }
 }
 
 }  // namespace
