@@ -50,6 +50,7 @@ void add_matmul_kernels(std::vector<GpuKernelEntry>& out);
 void add_optim_kernels(std::vector<GpuKernelEntry>& out);
 void add_loss_kernels(std::vector<GpuKernelEntry>& out);
 void add_layout_kernels(std::vector<GpuKernelEntry>& out);
+void add_indexing_kernels(std::vector<GpuKernelEntry>& out);
 
 // Threads per block for 1-D elementwise launches, and the grid for n
 // elements (grid-stride loops cover the rest).

@@ -23,6 +23,7 @@ const std::vector<GpuKernelEntry>& entries() {
     add_optim_kernels(v);
     add_loss_kernels(v);
     add_layout_kernels(v);
+    add_indexing_kernels(v);
     return v;
   }();
   return all;

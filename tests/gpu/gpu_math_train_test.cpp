@@ -10,10 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/copy.h"
 #include "kernels/optim.h"
 #include "math/blas_args.h"
 #include "math/copy_math.h"
 #include "math/gemm_math.h"
+#include "math/index_math.h"
 #include "math/loss_math.h"
 #include "math/norm_math.h"
 #include "math/optim_math.h"
@@ -501,6 +503,71 @@ TEST(GpuMath, CublasArgumentsComputeTheRowMajorMatmul) {
       EXPECT_EQ(compare(got, want, 1e-12, 1e-13, "cuBLAS arguments"), 0) << c.ta << c.tb;
     }
   }
+}
+
+// ---- one_hot and take ----
+
+template <class I>
+void fill_indices(Tensor& t, int64_t n) {
+  // In range, negative (from the end), and out of range both ways.
+  const int64_t special[] = {-1, -n, n, -n - 1, 1000};
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.as<I>()[i] = static_cast<I>(i % 5 == 2 ? special[(i / 5) % 5] : static_cast<int64_t>(uniform() * static_cast<double>(n)));
+}
+
+TEST(GpuMath, OneHotAndTakeMatchReference) {
+  int checked = 0;
+  for (int32_t idt : {SPORA_DTYPE_I32, SPORA_DTYPE_I64}) {
+    for (int32_t dt : {SPORA_DTYPE_F32, SPORA_DTYPE_BOOL, SPORA_DTYPE_I64, SPORA_DTYPE_F16}) {
+      // one_hot: 40 indices, 7 classes.
+      Tensor idx = make(idt, {40});
+      if (idt == SPORA_DTYPE_I32) fill_indices<int32_t>(idx, 7);
+      else fill_indices<int64_t>(idx, 7);
+      Tensor want = make(dt, {40, 7});
+      sp::KernelPlan plan;
+      std::string why;
+      ASSERT_TRUE(ref_plan("one_hot", {&idx}, {&want}, {int_attr("depth", 7), float_attr("on_value", 1), float_attr("off_value", 0)}, &plan, &why)) << why;
+      ref_run(plan, {&idx}, {&want});
+      Tensor got = make(dt, {40, 7});
+      uint64_t on = 0, off = 0;
+      ASSERT_TRUE(sp::encode_value(dt, 1, &on));
+      ASSERT_TRUE(sp::encode_value(dt, 0, &off));
+      const size_t es = sp::dtype_size(dt);
+      for (int64_t e = 0; e < got.numel(); ++e) {
+        uint64_t v = idt == SPORA_DTYPE_I32 ? sg::one_hot_elem<int32_t, uint64_t>(idx.as<int32_t>(), 7, on, off, e)
+                                            : sg::one_hot_elem<int64_t, uint64_t>(idx.as<int64_t>(), 7, on, off, e);
+        std::memcpy(got.bytes.data() + e * es, &v, es);  // little-endian: the low bytes are the element
+      }
+      EXPECT_EQ(got.bytes, want.bytes) << "one_hot " << sp::dtype_name(dt);
+      // take (gather): x (3, 9, 4), 11 indices.
+      Tensor x = make(dt, {3, 9, 4}), ti = make(idt, {11});
+      fill(x, -5, 5, false);
+      if (idt == SPORA_DTYPE_I32) fill_indices<int32_t>(ti, 9);
+      else fill_indices<int64_t>(ti, 9);
+      Tensor tw = make(dt, {3, 11, 4});
+      sp::KernelPlan tp;
+      ASSERT_TRUE(ref_plan("gather", {&x, &ti}, {&tw}, {}, &tp, &why)) << why;
+      ref_run(tp, {&x, &ti}, {&tw});
+      Tensor tg = make(dt, {3, 11, 4});
+      // take_kernel moves elements as unsigned words of the element's size.
+      auto take = [&](auto word) {
+        using U = decltype(word);
+        for (int64_t e = 0; e < tg.numel(); ++e) {
+          if (idt == SPORA_DTYPE_I32)
+            tg.as<U>()[e] = sg::take_elem<int32_t, U>(x.as<U>(), ti.as<int32_t>(), 9, 11, 4, e);
+          else
+            tg.as<U>()[e] = sg::take_elem<int64_t, U>(x.as<U>(), ti.as<int64_t>(), 9, 11, 4, e);
+        }
+      };
+      if (es == 1) take(uint8_t{});
+      else if (es == 2) take(uint16_t{});
+      else if (es == 4) take(uint32_t{});
+      else take(uint64_t{});
+      EXPECT_EQ(tg.bytes, tw.bytes) << "gather " << sp::dtype_name(dt);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 8);
 }
 
 }  // namespace

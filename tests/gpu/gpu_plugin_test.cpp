@@ -183,7 +183,7 @@ TEST_P(GpuPlugin, EntryGivesAFullRuntimeTableAndInitializeFailsWithTheReason) {
   for (const char* const* p = t->kernel_ops(); *p; ++p) ops.insert(*p);
   for (const char* op : {"add", "mul", "where", "cast", "equal", "exp", "sum", "argmax", "softmax", "log_softmax_grad", "matmul",
                          "sgd_update", "adam_update", "cross_entropy", "nll_loss", "linear", "linear_act", "transpose", "concat", "zeros",
-                         "global_norm", "clip_by_global_norm"})
+                         "global_norm", "clip_by_global_norm", "one_hot", "gather"})
     EXPECT_TRUE(ops.count(op)) << op;
   // Before initialize, every call is an error, never a crash.
   int32_t count = -1;
