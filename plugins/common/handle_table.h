@@ -1,5 +1,7 @@
-// Maps the opaque handles a device plugin gives the host back to live
-// objects. Shared by the in-tree device plugins (sim, cuda, rocm).
+// Maps the opaque handles a plugin gives the host back to live objects.
+// Lookups return a shared_ptr, so an object stays alive for the rest of a
+// call even if another thread destroys its handle meanwhile, and a stale or
+// foreign handle is reported as an error instead of being dereferenced.
 #pragma once
 #include <memory>
 #include <mutex>
@@ -8,10 +10,6 @@
 
 namespace spora::plugin {
 
-// Maps the opaque handles given to the host back to live objects. Lookups
-// return a shared_ptr, so an object stays alive for the rest of a call even if
-// another thread destroys its handle meanwhile, and a stale or foreign handle
-// is reported as an error instead of being dereferenced.
 template <class T>
 class HandleTable {
  public:
@@ -40,6 +38,10 @@ class HandleTable {
     out.reserve(map_.size());
     for (const auto& entry : map_) out.push_back(entry.second);
     return out;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
   }
 
  private:
