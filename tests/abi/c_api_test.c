@@ -245,6 +245,8 @@ static void test_graph(spora_device_t* dev) {
   wrt[0] = w;
   OK(spora_graph_grad(g, wrt, 1, 0, &gg));
   OK(spora_graph_optimize(gg, 1));
+  OK(spora_graph_run_pass(gg, "dce"));
+  FAILS(spora_graph_run_pass(gg, "no_such_pass"), SPORA_ERROR_INVALID_ARGUMENT, "mixed_precision");
   /* JSON round trip, then compile the reloaded graph. */
   OK(spora_graph_to_json(gg, &json));
   OK(spora_graph_from_json(json, strlen(json), &back));

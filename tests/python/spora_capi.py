@@ -127,6 +127,7 @@ _PROTOTYPES = {
     "spora_executable_memory": (_status, [_vp, P(ctypes.c_uint64), P(ctypes.c_uint64)]),
     "spora_graph_run_eager": (_status, [_vp, _vp, P(_vp), _size, P(_vp), _size]),
     "spora_graph_optimize": (_status, [_vp, _i32]),
+    "spora_graph_run_pass": (_status, [_vp, _cstr]),
     "spora_graph_add_if": (_status, [_vp, _i64, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
     "spora_graph_add_while": (_status, [_vp, _vp, _vp, P(_i64), _size, _cstr, _i32, P(_i64), _size, P(_size)]),
     "spora_op_call_at": (_status, [_cstr, _vp, P(_vp), _size, _vp, _cstr, _i32, P(_vp), _size]),
@@ -597,6 +598,9 @@ class Graph:
 
     def optimize(self, level=1):
         call("spora_graph_optimize", self.handle, level)
+
+    def run_pass(self, name):
+        call("spora_graph_run_pass", self.handle, name.encode())
 
     def run_eager(self, device, params, num_outputs):
         arr = (_vp * max(len(params), 1))(*[t.handle if t is not None else None for t in params])

@@ -26,16 +26,12 @@ inline std::vector<uint8_t> f32(std::initializer_list<float> v) {
   return b;
 }
 
-// Runs only the named pass (of any level) and verifies the result.
+// Runs only the named pass (of any level, or run only on request) and
+// verifies the result.
 inline bool run(const char* name, ir::Graph& g) {
-  for (const auto& p : passes::pipeline(2))
-    if (std::string(p.name) == name) {
-      const bool changed = p.run(g);
-      ir::verify(g);
-      return changed;
-    }
-  ADD_FAILURE() << "no pass " << name;
-  return false;
+  const bool changed = passes::run_pass(g, name).changed;
+  ir::verify(g);
+  return changed;
 }
 
 inline size_t count_ops(const ir::Graph& g, const std::string& op) {

@@ -9,6 +9,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
+#include "support/error.h"
 
 namespace spora {
 namespace {
@@ -22,12 +23,20 @@ void expect_no_cast_chains(const ir::Graph& g) {
   }
 }
 
-TEST(MixedPrecision, RunsAtLevelTwoOnly) {
-  for (const auto& p : passes::pipeline(1)) EXPECT_NE(std::string(p.name), "mixed_precision");
-  int order = -1;
-  for (const auto& p : passes::pipeline(2))
-    if (std::string(p.name) == "mixed_precision") order = p.order;
-  EXPECT_EQ(order, 500);
+// It changes numerics, so no opt level runs it: only run_pass by name.
+TEST(MixedPrecision, RunsOnlyWhenAskedByName) {
+  for (int level = 0; level <= 2; ++level)
+    for (const auto& p : passes::pipeline(level)) EXPECT_NE(std::string(p.name), "mixed_precision");
+  ir::Graph g;
+  auto x = g.add_input("x", SPORA_DTYPE_F32, S({128, 256}));
+  auto w = g.add_weight("w", SPORA_DTYPE_F32, S({256, 256}));
+  g.set_outputs({g.add_op("matmul", {x, w}, {})[0]});
+  ir::Graph at2 = g;
+  passes::optimize(at2, 2);
+  EXPECT_EQ(ir::to_text(at2).find("bf16"), std::string::npos) << ir::to_text(at2);
+  EXPECT_TRUE(passes::run_pass(g, "mixed_precision").changed);
+  EXPECT_NE(ir::to_text(g).find("bf16"), std::string::npos) << ir::to_text(g);
+  EXPECT_THROW(passes::run_pass(g, "no_such_pass"), Error);
 }
 
 TEST(MixedPrecision, LinearInBf16NormsAndLossesInF32) {

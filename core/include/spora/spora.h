@@ -353,11 +353,21 @@ SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, sp
 
 /* Runs the optimisation passes of `level` (0 none, 1: shape_inference,
  * inline, dce, cse, algebraic_simplify, constant_folding, epilogue_fusion;
- * 2: more) on the graph in place.
+ * 2: also elementwise_fusion) on the graph in place. No level changes the
+ * graph's numerics beyond the kernels' own rounding (mixed precision is
+ * spora_graph_run_pass's "mixed_precision").
  * SPORA_DUMP_IR=<dir> writes the IR before and after every pass. Values of
  * the graph before optimising are not valid afterwards (use
  * spora_graph_outputs). */
 SPORA_API spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t level);
+
+/* Runs one optimisation pass by name on the graph in place, with the same
+ * instrumentation as spora_graph_optimize. Passes that change a graph's
+ * numerics are in no opt level and run only this way:
+ *   "mixed_precision"  f32 matrix products (matmul, linear, convolutions and
+ *                      their gradients) in bf16, f32 everywhere else.
+ * An unknown name is SPORA_ERROR_INVALID_ARGUMENT listing the passes. */
+SPORA_API spora_status_t spora_graph_run_pass(spora_graph_t* graph, const char* name);
 
 /* Reverse-mode autodiff as a graph transform (value_and_grad): returns a new
  * graph whose outputs are `graph`'s outputs followed by the gradient of

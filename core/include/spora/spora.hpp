@@ -357,6 +357,7 @@ class Graph {
     return Graph(g);
   }
   void optimize(int32_t level = 1) { check(spora_graph_optimize(g_, level)); }
+  void run_pass(const char* name) { check(spora_graph_run_pass(g_, name)); }
   // value_and_grad: outputs of this graph, then d(output `output`)/d(wrt...).
   Graph grad(const std::vector<spora_value_t>& wrt, size_t output = 0) const {
     spora_graph_t* g;

@@ -251,6 +251,16 @@ spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t level) {
   });
 }
 
+spora_status_t spora_graph_run_pass(spora_graph_t* graph, const char* name) {
+  return guard([&] {
+    need(graph, "spora_graph_run_pass", "graph");
+    need(name, "spora_graph_run_pass", "name");
+    spora::ir::Graph g = graph->g;  // a failing pass leaves the graph as it was
+    spora::passes::run_pass(g, name);
+    graph->g = std::move(g);
+  });
+}
+
 spora_status_t spora_graph_grad(const spora_graph_t* graph, const spora_value_t* wrt, size_t num_wrt, size_t output,
                                 spora_graph_t** out) {
   return guard([&] {

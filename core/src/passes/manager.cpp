@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -48,40 +49,62 @@ int register_pass(const Pass& p) {
 std::vector<Pass> pipeline(int level) {
   std::vector<Pass> out;
   for (const Pass& p : registry())
-    if (level >= p.level) out.push_back(p);
+    if (p.level != kOnRequest && level >= p.level) out.push_back(p);
   std::stable_sort(out.begin(), out.end(), [](const Pass& a, const Pass& b) { return a.order < b.order; });
   return out;
 }
 
+namespace {
+
+// One pass with the instrumentation: IR dumps around it, its time, and in
+// debug builds the verifier after it, naming the pass that broke the graph.
+PassStats run_instrumented(ir::Graph& g, const Pass& p) {
+  static std::atomic<int> seq{0};
+  const int n = seq++;
+  dump(g, n, p.name, "before");
+  const auto t0 = std::chrono::steady_clock::now();
+  bool changed = false;
+  try {
+    changed = p.run(g);
+  } catch (const Error& e) {
+    throw Error(e.code(), std::string("[pass ") + p.name + "] " + e.what());
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  dump(g, n, p.name, "after");
+#ifndef NDEBUG
+  try {
+    ir::verify(g);
+  } catch (const Error& e) {
+    throw Error(Code::kInternal, std::string("[pass ") + p.name + "] left an invalid graph: " + e.what());
+  }
+#endif
+  logger().debug("[passes] {} on '{}': {:.3f} ms{}", p.name, g.name(), ms, changed ? " (changed)" : "");
+  return {p.name, ms, changed};
+}
+
+}  // namespace
+
 std::vector<PassStats> optimize(ir::Graph& g, int level) {
   if (level < 0 || level > 2) fail(Code::kInvalidArgument, "[passes] opt level {} is not 0, 1 or 2", level);
-  static std::atomic<int> seq{0};
   std::vector<PassStats> stats;
   ir::check_json_roundtrip(g, "optimize, input");
-  for (const Pass& p : pipeline(level)) {
-    const int n = seq++;
-    dump(g, n, p.name, "before");
-    const auto t0 = std::chrono::steady_clock::now();
-    bool changed = false;
-    try {
-      changed = p.run(g);
-    } catch (const Error& e) {
-      throw Error(e.code(), std::string("[pass ") + p.name + "] " + e.what());
-    }
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    dump(g, n, p.name, "after");
-#ifndef NDEBUG
-    try {
-      ir::verify(g);
-    } catch (const Error& e) {
-      throw Error(Code::kInternal, std::string("[pass ") + p.name + "] left an invalid graph: " + e.what());
-    }
-#endif
-    logger().debug("[passes] {} on '{}': {:.3f} ms{}", p.name, g.name(), ms, changed ? " (changed)" : "");
-    stats.push_back({p.name, ms, changed});
-  }
+  for (const Pass& p : pipeline(level)) stats.push_back(run_instrumented(g, p));
   ir::check_json_roundtrip(g, "optimize, result");
   return stats;
+}
+
+PassStats run_pass(ir::Graph& g, const std::string& name) {
+  std::string known;
+  for (const Pass& p : registry()) {
+    if (name == p.name) {
+      ir::check_json_roundtrip(g, "run_pass, input");
+      PassStats st = run_instrumented(g, p);
+      ir::check_json_roundtrip(g, "run_pass, result");
+      return st;
+    }
+    known += (known.empty() ? "" : ", ") + std::string(p.name);
+  }
+  fail(Code::kInvalidArgument, "[passes] no pass named '{}' (known: {})", name, known);
 }
 
 }  // namespace spora::passes

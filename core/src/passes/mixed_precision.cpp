@@ -1,5 +1,7 @@
-// Mixed precision (O2): the matrix products of an f32 graph run in bf16,
-// everything else stays f32.
+// Mixed precision: the matrix products of an f32 graph run in bf16,
+// everything else stays f32. It changes the graph's numerics, so it is in no
+// opt level: it runs when asked for by name (spora_graph_run_pass; spora.amp
+// asks for it at amp_level O1/O2 in graph mode).
 //
 // Converted: matmul, linear, the convolutions (conv2d, conv2d_bias,
 // conv2d_transpose and the gradient ops conv2d_grad_input and
@@ -175,6 +177,6 @@ bool mixed_precision(Graph& g) {
 
 }  // namespace
 
-SPORA_PASS("mixed_precision", 2, 500, mixed_precision);
+SPORA_PASS("mixed_precision", kOnRequest, 500, mixed_precision);
 
 }  // namespace spora::passes

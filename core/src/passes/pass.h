@@ -16,9 +16,14 @@ namespace spora::passes {
 // Returns true when it changed the graph.
 using PassFn = bool (*)(ir::Graph& g);
 
+// A pass that changes a graph's numerics (mixed_precision) is in no opt
+// level: an opt level makes a graph faster, never less precise, so such a
+// pass runs only when asked for by name (run_pass, spora_graph_run_pass).
+constexpr int kOnRequest = -1;
+
 struct Pass {
   const char* name;
-  int level;  // runs at this opt level and above (O1 = 1, O2 = 2)
+  int level;  // runs at this opt level and above (O1 = 1, O2 = 2), or kOnRequest
   int order;  // position in the pipeline (lower runs first)
   PassFn run;
 };
@@ -37,5 +42,9 @@ struct PassStats {
 
 // Runs every pass of `level` (0 runs none) on `g`; returns per-pass timings.
 std::vector<PassStats> optimize(ir::Graph& g, int level);
+
+// Runs the pass called `name` (any level, kOnRequest included) on `g`, with
+// the same instrumentation; an unknown name is an error listing the passes.
+PassStats run_pass(ir::Graph& g, const std::string& name);
 
 }  // namespace spora::passes

@@ -27,15 +27,16 @@ class JitFallbackWarning(UserWarning):
 
 _EAGER = object()
 
-# The lowest optimisation level the function being traced needs (spora.amp:
-# cells left to the core's mixed_precision pass ask for level 2 while they
-# are traced). Reset at the start of each trace.
-_requested_level = [0]
+# Passes the function being traced asks for by name, run after its opt level
+# (spora.amp: cells left to the core's mixed_precision pass ask for it while
+# they are traced; no opt level changes numerics). Reset at each trace.
+_requested_passes = []
 
 
-def request_level(level):
-    """Called during a trace: compile the traced graph at `level` or above."""
-    _requested_level[0] = max(_requested_level[0], int(level))
+def request_pass(name):
+    """Called during a trace: run the pass `name` on the traced graph."""
+    if name not in _requested_passes:
+        _requested_passes.append(name)
 
 
 class _Entry:
@@ -172,7 +173,7 @@ class JitFunction:
                 else:
                     sym.append(x)
             targs, tkwargs = _tree.unflatten(treedef, sym)
-            _requested_level[0] = 0
+            _requested_passes.clear()
             _C.push_trace(trace)
             try:
                 out = self.fn(*targs, **tkwargs)
@@ -194,8 +195,9 @@ class JitFunction:
             values += [state.value(v) for _, v in state.assigned.values()]
             graph.set_outputs(values)
             level = self.level if self.level is not None else _context.get_context("jit_level")
-            level = max(level, _requested_level[0])
             graph.optimize(level)
+            for name in _requested_passes:
+                graph.run_pass(name)
             entry = _Entry()
             entry.graph_text = None
             entry.exe = graph.compile(device)

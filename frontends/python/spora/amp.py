@@ -19,7 +19,7 @@ cell running in dtype reads a cast of each trainable Parameter, and the
 gradient of that cast arrives in f32.
 
 Compiled (GRAPH_MODE, spora.jit), bf16 at O1 and O2 is done by the core's
-mixed_precision pass (optimisation level 2) instead of casts at cell
+mixed_precision pass (run by name after the jit level's passes) instead of casts at cell
 boundaries: it converts the compute-bound matrix products and
 convolutions -- forward and backward -- to bf16, casts each weight once per
 step and passes bf16 straight between chained products. Memory-bound ops

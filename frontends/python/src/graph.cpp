@@ -143,6 +143,7 @@ void bind_graph(nb::module_& m) {
              return out;
            })
       .def("optimize", [](PyGraph& g, int level) { check(spora_graph_optimize(g.g(), level), false); })
+      .def("run_pass", [](PyGraph& g, const std::string& name) { check(spora_graph_run_pass(g.g(), name.c_str()), false); })
       .def("text",
            [](PyGraph& g) {
              const char* s = nullptr;

@@ -22,8 +22,8 @@ def test_jit_equals_eager():
     eager = mlp(*ts).asnumpy()
     f = spora.jit(mlp)
     np.testing.assert_allclose(f(*ts).asnumpy(), eager, rtol=1e-5, atol=1e-6)
-    f2 = spora.jit(mlp, level=2)  # bf16 matmuls at O2
-    np.testing.assert_allclose(f2(*ts).asnumpy(), eager, rtol=3e-2, atol=3e-2)
+    f2 = spora.jit(mlp, level=2)  # fusion; numerics stay f32 (bf16 only through spora.amp)
+    np.testing.assert_allclose(f2(*ts).asnumpy(), eager, rtol=1e-5, atol=1e-6)
     f0 = spora.jit(level=0)(mlp)
     np.testing.assert_allclose(f0(*ts).asnumpy(), eager, rtol=1e-5, atol=1e-6)
 

@@ -8,8 +8,8 @@ Two ways a cell gets a low-precision dtype:
   - spora.amp.auto_mixed_precision: an AutoMark per cell. When the mark
     says the core pass can do the same job (bf16 at O1/O2) and the cell is
     being traced by spora.jit, the cell runs in f32 and the trace asks for
-    optimisation level 2, where the mixed_precision pass converts the
-    matrix products (forward and backward) to bf16 with one cast per value;
+    the core's mixed_precision pass by name, which converts the matrix
+    products (forward and backward) to bf16 with one cast per value;
     run eagerly (PyNative), the cell casts at its boundaries instead.
 """
 from collections import namedtuple
@@ -65,7 +65,7 @@ def effective_dtype(cell):
     if mark is None:
         return None
     if mark.use_pass and _util.is_jit_tracing():
-        _jit.request_level(2)  # the mixed_precision pass does this cell's job
+        _jit.request_pass("mixed_precision")  # the core pass does this cell's job
         return None
     return mark.dtype
 
