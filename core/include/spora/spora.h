@@ -572,6 +572,11 @@ SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* c
  * spora_graph_compile, ...). */
 SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t** out);
 
+/* A new, independent copy of `graph` (e.g. of spora_model_graph's, to
+ * optimise or print it: spora_graph_to_text and spora_graph_optimize take a
+ * graph the caller owns). Free it with spora_graph_free. */
+SPORA_API spora_status_t spora_graph_copy(const spora_graph_t* graph, spora_graph_t** out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

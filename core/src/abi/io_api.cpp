@@ -187,4 +187,12 @@ spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t
   });
 }
 
+spora_status_t spora_graph_copy(const spora_graph_t* graph, spora_graph_t** out) {
+  return guard([&] {
+    need(graph, "spora_graph_copy", "graph");
+    need(out, "spora_graph_copy", "out");
+    *out = new spora_graph{graph->g, {}};
+  });
+}
+
 }  // extern "C"
