@@ -12,9 +12,15 @@ class NumpySlicesDataset:
 
     data: an array or a tuple/list of arrays with the same first dimension.
     shuffle: reorder rows every epoch; seed makes the order reproducible.
+    num_shards, shard_id: keep only rows shard_id, shard_id + num_shards, ...
+    of each epoch's order (data-parallel training: rank r of n passes
+    num_shards=n, shard_id=r; with the same seed every rank shuffles alike,
+    so the shards are disjoint and together cover each epoch). Shards of
+    a dataset whose length num_shards does not divide differ in length by
+    one row.
     """
 
-    def __init__(self, data, shuffle=False, seed=0):
+    def __init__(self, data, shuffle=False, seed=0, num_shards=None, shard_id=None):
         arrays = tuple(data) if isinstance(data, (tuple, list)) else (data,)
         if not arrays:
             raise ValueError("[dataset] NumpySlicesDataset needs at least one array")
@@ -24,16 +30,31 @@ class NumpySlicesDataset:
             if a.ndim == 0 or a.shape[0] != n:
                 raise ValueError("[dataset] NumpySlicesDataset: arrays differ in length: "
                                  + ", ".join(str(x.shape) for x in arrays))
+        if (num_shards is None) != (shard_id is None):
+            raise ValueError("[dataset] NumpySlicesDataset: give both num_shards and shard_id, or neither")
+        if num_shards is not None:
+            num_shards, shard_id = int(num_shards), int(shard_id)
+            if num_shards < 1 or not 0 <= shard_id < num_shards:
+                raise ValueError(f"[dataset] NumpySlicesDataset: shard_id {shard_id} is not in [0, {num_shards})")
         self.arrays = arrays
         self.shuffle = shuffle
+        self.num_shards, self.shard_id = num_shards, shard_id
         self._rng = np.random.default_rng(seed)
 
     def __len__(self):
-        return self.arrays[0].shape[0]
+        n = self.arrays[0].shape[0]
+        if self.num_shards is None:
+            return n
+        return len(range(self.shard_id, n, self.num_shards))
 
     def _order(self):
-        n = len(self)
-        return self._rng.permutation(n) if self.shuffle else None
+        n = self.arrays[0].shape[0]
+        order = self._rng.permutation(n) if self.shuffle else None
+        if self.num_shards is None:
+            return order
+        if order is None:
+            order = np.arange(n)
+        return order[self.shard_id::self.num_shards]
 
     def batch(self, batch_size, drop_remainder=False):
         """A re-iterable of tuples of numpy arrays, batch_size rows each."""
