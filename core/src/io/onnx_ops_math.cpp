@@ -112,12 +112,21 @@ void gemm(Ctx& c, const Node&) {
   const ir::Value a = c.in(0), b = c.in(1);
   if (c.meta(a).shape.rank != 2 || c.meta(b).shape.rank != 2)
     c.error("A and B must be 2-D, got " + c.meta(a).shape.str() + " and " + c.meta(b).shape.str());
+  const float alpha = c.attr_float("alpha", 1.f), beta = c.attr_float("beta", 1.f);
+  // The usual fully connected layer (PyTorch's export of nn.Linear): B is
+  // (out, in) and C a bias vector. As `linear` it gets the epilogue fusions
+  // (bias, activation) the passes do for linear layers.
+  if (c.attr_int("transA", 0) == 0 && c.attr_int("transB", 0) != 0 && alpha == 1.f && beta == 1.f && c.has_in(2)) {
+    const ir::Value bias = c.in(2);
+    const Shape& bs = c.meta(bias).shape;
+    if (bs.rank == 1 && bs[0] == c.meta(b).shape[0] && c.meta(bias).dtype == c.meta(a).dtype)
+      return c.out(0, c.op("linear", {a, b, bias}));
+  }
   Attrs at;
   at.set("transpose_a", AttrValue::of_bool(c.attr_int("transA", 0) != 0));
   at.set("transpose_b", AttrValue::of_bool(c.attr_int("transB", 0) != 0));
   ir::Value y = c.op("matmul", {a, b}, at);
   const DType d = c.meta(y).dtype;
-  const float alpha = c.attr_float("alpha", 1.f), beta = c.attr_float("beta", 1.f);
   if (alpha != 1.f) y = c.op("mul", {y, c.scalar(d, alpha)});
   if (c.has_in(2) && beta != 0.f) {
     ir::Value bias = c.in(2);
