@@ -261,9 +261,15 @@ def test_external_data_inside_dir_only(tmp_path):
 # -- hostile bytes: every truncation and byte garbling fails cleanly -------------------
 
 def _valid_model_bytes():
-    g = graph([node("Gemm", ["x", "w", "b"], ["h"], transB=1), node("Relu", ["h"], ["y"])],
-              inputs=[value_info("x", FLOAT, ["N", 3])], outputs=[value_info("y", FLOAT, ["N", 2])],
-              initializers=[tensor("w", f32(2, 3)), tensor("b", f32(2), "typed")])
+    # Every kind of field the importer reads: int, float, ints and tensor
+    # attributes, raw and typed (packed and unpacked) data, symbolic dims.
+    g = graph([node("Conv", ["x", "cw"], ["c"], pads=[1, 1, 1, 1], strides=[1, 1]),
+               node("Constant", [], ["shape"], value=tensor("s", np.array([-1, 4], np.int64), "typed")),
+               node("Reshape", ["c", "shape"], ["r"]),
+               node("Gemm", ["r", "w", "b"], ["h"], transB=1, alpha=1.0),
+               node("Relu", ["h"], ["y"])],
+              inputs=[value_info("x", FLOAT, ["N", 1, 2, 2])], outputs=[value_info("y", FLOAT, ["N", 2])],
+              initializers=[tensor("cw", f32(1, 1, 3, 3)), tensor("w", f32(2, 4)), tensor("b", f32(2), "typed")])
     return model(g)
 
 
@@ -279,7 +285,9 @@ def test_every_truncation_is_an_error_naming_the_file(tmp_path):
 def test_garbled_bytes_never_crash(tmp_path):
     data = _valid_model_bytes()
     p = tmp_path / "garbled.onnx"
-    x = spora.Tensor(f32(2, 3))
+    x = spora.Tensor(f32(2, 1, 2, 2))
+    p.write_bytes(data)
+    assert run(p, x.numpy()).shape == (2, 2)  # the unmodified model is valid and runs
     loaded = 0
     for i in range(len(data)):
         for v in (0x00, 0xFF, 0x80, data[i] ^ 0x01):
