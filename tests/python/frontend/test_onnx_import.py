@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import spora
-from onnx_writer import (BOOL, DOUBLE, FLOAT, INT64, graph, model, node, tensor, value_info)
+from onnx_writer import DOUBLE, FLOAT, INT64, graph, model, node, tensor, value_info
 
 RNG = np.random.default_rng(0)
 
