@@ -12,4 +12,17 @@ int devices(int argc, char** argv);
 // when the plugin is certified, 1 on any failure, 2 for usage errors.
 int plugin(int argc, char** argv);
 
+// spora run <model> [--input NAME=FILE.npy]... [--device D] [--output-dir
+// DIR] [--repeat N]: runs a model file (.spora or .onnx), prints outputs and
+// timing, writes outputs as .npy. 0 ok, 1 error, 2 usage.
+int run(int argc, char** argv);
+
+// spora bench <model> [--batch N] [--device D] [--warmup N] [--iters N]:
+// times runs on generated inputs (min, median, p90, samples/s).
+int bench(int argc, char** argv);
+
+// spora ir dump|view <model> [--after-passes O1|O2] [-o FILE.dot]: the
+// graph as IR text or Graphviz dot.
+int ir(int argc, char** argv);
+
 }  // namespace spora::cli

@@ -18,6 +18,11 @@ void usage(FILE* f) {
                "                              or why a plugin is unavailable\n"
                "  plugin check <name|path>    certify a plugin: ABI, runtime semantics, and its\n"
                "                              kernels vs cpu (spora plugin --help for options)\n"
+               "  run <model> [--input N=F.npy]  run a model file (.spora or .onnx) on .npy\n"
+               "                              inputs; print outputs and timing (run --help)\n"
+               "  bench <model> [--batch N]   time runs: warm-up, min, median, p90\n"
+               "  ir dump|view <model>        the graph as IR text or Graphviz dot,\n"
+               "                              [--after-passes O1|O2]\n"
                "  version                     print the library version\n"
                "\n"
                "environment: SPORA_PLUGIN_PATH (extra plugin dirs), SPORA_LOG_LEVEL\n");
@@ -33,6 +38,9 @@ int main(int argc, char** argv) {
   try {
     if (!std::strcmp(argv[1], "devices")) return spora::cli::devices(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "plugin")) return spora::cli::plugin(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "run")) return spora::cli::run(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "bench")) return spora::cli::bench(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "ir")) return spora::cli::ir(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "version")) {
       int32_t a, b, c;
       spora::check(spora_version(&a, &b, &c));

@@ -554,7 +554,8 @@ SPORA_API spora_status_t spora_model_save(const char* path, const spora_graph_t*
                                           spora_tensor_t* const* weights, size_t num_weights);
 /* Loads a model file: parses and verifies the graph, checks that the file
  * holds exactly its weights with their dtypes and shapes, and reads them
- * (CRC-checked) onto `device`. */
+ * (CRC-checked) onto `device`. A path ending in ".onnx" is imported
+ * (spora_model_import_onnx). */
 SPORA_API spora_status_t spora_model_load(const char* path, spora_device_t* device, spora_model_t** out);
 /* NULL is a no-op. */
 SPORA_API spora_status_t spora_model_free(spora_model_t* model);
@@ -583,6 +584,20 @@ SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* c
  * (spora_graph_outputs, spora_graph_value_type, spora_graph_grad,
  * spora_graph_compile, ...). */
 SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t** out);
+
+/* Imports an ONNX model file (ai.onnx opsets 13-20; the ops docs/c-api.md
+ * lists) as a model: its graph inputs become the model's inputs (a symbolic
+ * dimension such as a batch is stored as 1 and runs at any size), its float
+ * initializers the weights (raw_data, typed fields, or external data files
+ * inside the model's directory). spora_model_load does the same for a path
+ * ending in ".onnx". An unsupported op is SPORA_ERROR_INVALID_ARGUMENT
+ * naming its type, node name and the opset; a damaged or hostile file fails
+ * naming the file before anything sized by it is allocated. */
+SPORA_API spora_status_t spora_model_import_onnx(const char* path, spora_device_t* device, spora_model_t** out);
+/* A new, independent copy of `graph` (e.g. of spora_model_graph's, to
+ * optimise or print it: spora_graph_to_text and spora_graph_optimize take a
+ * graph the caller owns). Free it with spora_graph_free. */
+SPORA_API spora_status_t spora_graph_copy(const spora_graph_t* graph, spora_graph_t** out);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives (data-parallel training across processes)                    */

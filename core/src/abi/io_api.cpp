@@ -4,6 +4,7 @@
 #include "abi/abi.h"
 #include "io/checkpoint.h"
 #include "io/model.h"
+#include "io/onnx_import.h"
 
 struct spora_checkpoint {
   spora::io::Checkpoint ckpt;
@@ -132,7 +133,9 @@ spora_status_t spora_model_load(const char* path, spora_device_t* device, spora_
     need(path, "spora_model_load", "path");
     spora::Device* d = from_handle(need(device, "spora_model_load", "device"));
     need(out, "spora_model_load", "out");
-    auto m = std::make_unique<spora::io::Model>(path, d);
+    std::unique_ptr<spora::io::Model> m = spora::io::onnx::is_onnx_path(path)
+                                               ? spora::io::onnx::load_onnx_model(path, d)
+                                               : std::make_unique<spora::io::Model>(path, d);
     spora::ir::Graph g = m->graph();
     *out = new spora_model{std::move(m), spora_graph{std::move(g), {}}};
   });
@@ -184,6 +187,25 @@ spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t
   return guard([&] {
     need(model, "spora_model_graph", "model");
     *need(out, "spora_model_graph", "out") = &model->graph;
+  });
+}
+
+spora_status_t spora_model_import_onnx(const char* path, spora_device_t* device, spora_model_t** out) {
+  return guard([&] {
+    need(path, "spora_model_import_onnx", "path");
+    spora::Device* d = from_handle(need(device, "spora_model_import_onnx", "device"));
+    need(out, "spora_model_import_onnx", "out");
+    auto m = spora::io::onnx::load_onnx_model(path, d);
+    spora::ir::Graph g = m->graph();
+    *out = new spora_model{std::move(m), spora_graph{std::move(g), {}}};
+  });
+}
+
+spora_status_t spora_graph_copy(const spora_graph_t* graph, spora_graph_t** out) {
+  return guard([&] {
+    need(graph, "spora_graph_copy", "graph");
+    need(out, "spora_graph_copy", "out");
+    *out = new spora_graph{graph->g, {}};
   });
 }
 

@@ -81,6 +81,21 @@ Model::Model(const std::string& path, Device* device) : path_(path), device_(dev
   }
 }
 
+Model::Model(const std::string& path, ir::Graph graph, std::vector<Tensor> weights, Device* device)
+    : path_(path), graph_(std::move(graph)), device_(device), weights_(std::move(weights)) {
+  ir::verify(graph_);
+  inputs_ = graph_.inputs();
+  const std::vector<int32_t> nodes = graph_.weights();
+  if (nodes.size() != weights_.size())
+    fail(Code::kInternal, "[model] '{}': {} weights for {} weight nodes", path, weights_.size(), nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const TensorMeta& m = graph_.node(nodes[i]).outputs.at(0);
+    if (weights_[i].dtype != m.dtype || weights_[i].shape != m.shape)
+      fail(Code::kInternal, "[model] '{}': weight '{}' is {}, its node {}", path, graph_.node(nodes[i]).name,
+           type_str(weights_[i].dtype, weights_[i].shape), type_str(m.dtype, m.shape));
+  }
+}
+
 Model::~Model() = default;
 
 std::vector<Tensor> Model::run(const std::vector<const Tensor*>& inputs) {

@@ -28,6 +28,10 @@ class Model {
   // Reads the graph and every weight (CRC-checked) onto `device`. Errors name
   // the file, and the weight where there is one.
   Model(const std::string& path, Device* device);
+  // A model from a graph and the values of its weights (bound to
+  // graph.weights() in order, already on `device`): an imported ONNX file.
+  // `path` names it in errors.
+  Model(const std::string& path, ir::Graph graph, std::vector<Tensor> weights, Device* device);
   ~Model();
 
   const ir::Graph& graph() const { return graph_; }

@@ -202,6 +202,7 @@ def export(net, *inputs, file_name, file_format="SPORA"):
 
 
 def load(file_name, device=None):
-    """Loads an exported model as a callable nn.GraphCell."""
+    """Loads an exported model (.spora) or an ONNX file (.onnx, imported by
+    the C API) as a callable nn.GraphCell."""
     from .nn.graph_cell import GraphCell
     return GraphCell(file_name, device=device)

@@ -160,8 +160,17 @@ def test_export_load_same_outputs(tmp_path):
     assert dtype == spora.float32 and tuple(shape) == (3, 1, 8, 8)
     np.testing.assert_allclose(np_(g(spora.Tensor(x))), want, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np_(g(x)), want, rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match=r"must be float32 \(3, 1, 8, 8\), got float32 \(2, 1, 8, 8\)"):
-        g(x[:2])
+    # another batch size runs (planned for its shape) and equals the net's outputs
+    np.testing.assert_allclose(np_(g(x[:2])), want[:2], rtol=1e-5, atol=1e-6)
+    x5 = np.random.default_rng(6).standard_normal((5, 1, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(np_(g(x5)), np_(net(spora.Tensor(x5))), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np_(g(x)), want, rtol=1e-5, atol=1e-6)  # back to the stored shape
+    # another rank or dtype is refused before the C API
+    with pytest.raises(ValueError, match=r"must be float32 \(3, 1, 8, 8\) \(or another shape of that rank\), "
+                                         r"got float32 \(1, 8, 8\)"):
+        g(x[0])
+    with pytest.raises(ValueError, match=r"got float64"):
+        g(spora.Tensor(x.astype(np.float64)))
     # training mode is restored after export
     net.set_train(True)
     spora.export(net, spora.Tensor(x), file_name=str(tmp_path / "again.spora"))

@@ -8,10 +8,12 @@ from .cell import Cell
 
 
 class GraphCell(Cell):
-    """Runs a model file written by spora.export through the C API
-    (spora_model_load / spora_model_run): the graph and its stored weights,
-    compiled on the first call. Calling it with the graph's inputs returns
-    the outputs (one Tensor, or a tuple when there are several).
+    """Runs a model file written by spora.export (or an ONNX file, imported
+    on load) through the C API (spora_model_load / spora_model_run): the
+    graph and its stored weights, compiled on the first call. Calling it
+    with the graph's inputs returns the outputs (one Tensor, or a tuple when
+    there are several). Inputs must have the dtypes and ranks of
+    input_types; other sizes (another batch) are planned once per shape.
 
     input_types: [(name, dtype, shape)] of the graph's inputs.
     """
@@ -32,9 +34,12 @@ class GraphCell(Cell):
         tensors = []
         for x, (name, dtype, shape) in zip(inputs, self.input_types):
             t = x if isinstance(x, Tensor) else Tensor(np.asarray(x), dtype=dtype)
-            if tuple(t.shape) != tuple(shape) or t.dtype != dtype:
+            # Other shapes of the same rank (another batch size) are planned by
+            # the C API, which names the op that cannot take them.
+            if len(t.shape) != len(shape) or t.dtype != dtype:
                 raise ValueError(f"[GraphCell] input {name!r} of {self.file_name} must be {dtype.name} "
-                                 f"{tuple(shape)}, got {t.dtype.name} {tuple(t.shape)}")
+                                 f"{tuple(shape)} (or another shape of that rank), "
+                                 f"got {t.dtype.name} {tuple(t.shape)}")
             tensors.append(t)
         outs = self._model.run(tensors)
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -68,6 +68,10 @@ class Flatten(Cell):
             raise ValueError(f"[Flatten] dims {self.start_dim}..{self.end_dim} out of range for shape "
                              f"{tuple(x.shape)}{_util._C_location()}")
         shape = tuple(x.shape[:s]) + (int(np.prod(x.shape[s:e + 1], dtype=np.int64)),) + tuple(x.shape[e + 1:])
+        if s >= 1 and all(d > 0 for d in shape[1:]):
+            # The batch dim is inferred (-1), so that a traced or exported
+            # graph takes other batch sizes.
+            shape = (-1,) + shape[1:]
         return x.reshape(shape)
 
 

@@ -1,0 +1,258 @@
+// The ONNX graph -> Spora IR mapping: inputs, initializers, nodes in file
+// order (ONNX requires topological order), outputs.
+#include "io/onnx_import.h"
+
+#include <cctype>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sys/stat.h>
+
+#include "ir/verifier.h"
+#include "support/error.h"
+
+namespace spora::io::onnx {
+namespace {
+
+std::string node_label(const Node& n) { return n.name.empty() ? "#" + std::to_string(n.offset) : n.name; }
+
+std::string dir_of(const std::string& path) {
+  const size_t s = path.rfind('/');
+  return s == std::string::npos ? "." : s == 0 ? "/" : path.substr(0, s);
+}
+
+std::string base_of(const std::string& path) {
+  const size_t s = path.rfind('/');
+  return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+}  // namespace
+
+const std::map<std::string, Converter>& converters() {
+  static const std::map<std::string, Converter> m = [] {
+    std::map<std::string, Converter> r;
+    add_math_converters(r);
+    add_nn_converters(r);
+    return r;
+  }();
+  return m;
+}
+
+void Ctx::error(const std::string& msg) const {
+  if (!node_) fail(Code::kInvalidArgument, "[onnx] '{}': {}", what_, pb::printable(msg));
+  fail(Code::kInvalidArgument, "[onnx] '{}': node '{}' ({}, opset {}): {}", what_, node_label(*node_), node_->op_type,
+       opset_, pb::printable(msg));
+}
+
+bool Ctx::has_in(size_t i) const { return i < node_->inputs.size() && !node_->inputs[i].empty(); }
+
+ir::Value Ctx::materialise(const std::string& name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) error("input '" + name + "' is not produced by any earlier node, input or initializer");
+  Entry& e = it->second;
+  if (e.value.valid()) return e.value;
+  const HostTensor& h = *host_.at(static_cast<size_t>(e.host));
+  if (e.weight) {
+    e.value = imp_.graph.add_weight(name, h.dtype, h.shape);
+    imp_.weights.push_back(h);
+  } else {
+    e.value = imp_.graph.add_constant(h.dtype, h.shape, h.bytes, loc_);
+  }
+  return e.value;
+}
+
+ir::Value Ctx::in(size_t i) {
+  if (!has_in(i)) error("input " + std::to_string(i) + " is missing");
+  return materialise(node_->inputs[i]);
+}
+
+const HostTensor* Ctx::host(size_t i) {
+  if (!has_in(i)) return nullptr;
+  auto it = values_.find(node_->inputs[i]);
+  if (it == values_.end() || it->second.host < 0) return nullptr;
+  return host_[static_cast<size_t>(it->second.host)].get();
+}
+
+void Ctx::max_outputs(size_t n) {
+  for (size_t i = n; i < node_->outputs.size(); ++i)
+    if (!node_->outputs[i].empty())
+      error("output " + std::to_string(i) + " ('" + node_->outputs[i] + "') is not supported by the importer");
+}
+
+void Ctx::out(size_t i, ir::Value v) {
+  if (i >= node_->outputs.size() || node_->outputs[i].empty()) return;
+  const std::string& name = node_->outputs[i];
+  if (values_.count(name)) error("output '" + name + "' is already defined (ONNX values are assigned once)");
+  values_[name].value = v;
+}
+
+void Ctx::set_host(size_t i, HostTensor t) {
+  if (i >= node_->outputs.size() || node_->outputs[i].empty()) return;
+  const std::string& name = node_->outputs[i];
+  if (values_.count(name)) error("output '" + name + "' is already defined (ONNX values are assigned once)");
+  host_.push_back(std::make_unique<HostTensor>(std::move(t)));
+  values_[name].host = static_cast<int>(host_.size() - 1);
+}
+
+ir::Value Ctx::op(const std::string& name, const std::vector<ir::Value>& inputs, const Attrs& attrs) {
+  return imp_.graph.add_op(name, inputs, attrs, loc_).at(0);
+}
+
+ir::Value Ctx::scalar(DType dtype, double v) {
+  std::vector<uint8_t> b(dtype_size(dtype));
+  if (dtype == SPORA_DTYPE_F32) {
+    const float f = static_cast<float>(v);
+    std::memcpy(b.data(), &f, 4);
+  } else if (dtype == SPORA_DTYPE_F64) {
+    std::memcpy(b.data(), &v, 8);
+  } else {
+    error(std::string("a scalar of dtype ") + dtype_name(dtype) + " is not supported here (float or double only)");
+  }
+  return imp_.graph.add_constant(dtype, Shape{}, std::move(b), loc_);
+}
+
+int64_t Ctx::attr_int(const char* name, int64_t dflt) const {
+  const Attribute* a = node_->attr(name);
+  if (!a) return dflt;
+  if (a->type != kAttrInt && a->type != kAttrUndefined) error(std::string("attribute ") + name + " must be an int");
+  return a->i;
+}
+
+float Ctx::attr_float(const char* name, float dflt) const {
+  const Attribute* a = node_->attr(name);
+  if (!a) return dflt;
+  if (a->type != kAttrFloat && a->type != kAttrUndefined) error(std::string("attribute ") + name + " must be a float");
+  return a->f;
+}
+
+std::string Ctx::attr_string(const char* name, const std::string& dflt) const {
+  const Attribute* a = node_->attr(name);
+  if (!a) return dflt;
+  if (a->type != kAttrString && a->type != kAttrUndefined) error(std::string("attribute ") + name + " must be a string");
+  return a->s;
+}
+
+std::vector<int64_t> Ctx::attr_ints(const char* name, std::vector<int64_t> dflt) const {
+  const Attribute* a = node_->attr(name);
+  if (!a) return dflt;
+  if (a->type != kAttrInts && a->type != kAttrUndefined) error(std::string("attribute ") + name + " must be ints");
+  return a->ints;
+}
+
+Imported convert(const Model& m, const std::string& what, const std::string& model_dir) {
+  if (!m.has_graph) fail(Code::kInvalidArgument, "[onnx] '{}': not an ONNX model (no graph)", what);
+  auto it = m.opsets.find("");
+  if (it == m.opsets.end())
+    fail(Code::kInvalidArgument, "[onnx] '{}': the model imports no default-domain (ai.onnx) opset", what);
+  const int64_t opset = it->second;
+  if (opset < kMinOpset || opset > kMaxOpset)
+    fail(Code::kInvalidArgument,
+         "[onnx] '{}': opset {} is not supported (the importer takes ai.onnx opsets {} to {}; convert the model "
+         "with onnx.version_converter)",
+         what, opset, kMinOpset, kMaxOpset);
+  const Graph& g = m.graph;
+  if (g.has_sparse_initializers)
+    fail(Code::kInvalidArgument, "[onnx] '{}': sparse initializers are not supported", what);
+  Ctx c(what, model_dir, opset);
+  c.imp_.graph = ir::Graph(g.name.empty() ? "onnx" : g.name);
+  for (const TensorProto& t : g.initializers) {
+    if (t.name.empty()) fail(Code::kInvalidArgument, "[onnx] '{}': an initializer has no name", what);
+    if (c.values_.count(t.name))
+      fail(Code::kInvalidArgument, "[onnx] '{}': two initializers named '{}'", what, t.name);
+    c.host_.push_back(std::make_unique<HostTensor>(decode_tensor(t, what, model_dir)));
+    auto& e = c.values_[t.name];
+    e.host = static_cast<int>(c.host_.size() - 1);
+    // Float initializers are the model's weights; integer ones (shapes,
+    // indices) are constants the passes may fold.
+    const DType d = c.host_.back()->dtype;
+    e.weight = d == SPORA_DTYPE_F32 || d == SPORA_DTYPE_F64 || d == SPORA_DTYPE_F16 || d == SPORA_DTYPE_BF16;
+  }
+  for (const ValueInfo& v : g.inputs) {
+    if (c.values_.count(v.name)) continue;  // an initializer listed as an input (IR < 4)
+    if (v.name.empty()) fail(Code::kInvalidArgument, "[onnx] '{}': a graph input has no name", what);
+    if (!v.has_type || !v.has_shape)
+      fail(Code::kInvalidArgument, "[onnx] '{}': input '{}' has no tensor type and shape", what, v.name);
+    const DType d = spora_dtype(v.elem_type);
+    if (d == SPORA_DTYPE_INVALID)
+      fail(Code::kInvalidArgument, "[onnx] '{}': input '{}' has element type {}, which Spora does not support", what,
+           v.name, data_type_name(v.elem_type));
+    if (v.dims.size() > static_cast<size_t>(kMaxRank))
+      fail(Code::kInvalidArgument, "[onnx] '{}': input '{}' has rank {} (at most {})", what, v.name, v.dims.size(),
+           kMaxRank);
+    // A symbolic or unknown dimension (a batch) becomes 1: the model runs
+    // other sizes through the plan cache.
+    std::vector<int64_t> dims = v.dims;
+    for (int64_t& d : dims)
+      if (d < 0) d = 1;
+    c.values_[v.name].value = c.imp_.graph.add_input(v.name, d, Shape::from(dims.data(), static_cast<int32_t>(dims.size()), "onnx"));
+  }
+  int32_t index = 0;
+  for (const Node& n : g.nodes) {
+    c.node_ = &n;
+    c.loc_ = ir::SourceLoc{base_of(what), ++index};
+    if (!n.domain.empty() && n.domain != "ai.onnx")
+      c.error("domain '" + n.domain + "' is not supported (only the default ai.onnx domain)");
+    auto conv = converters().find(n.op_type);
+    if (conv == converters().end()) c.error("op type '" + n.op_type + "' is not supported by the importer");
+    for (const Attribute& a : n.attributes)
+      if (a.has_graph) c.error("attribute '" + a.name + "' is a subgraph; control flow is not supported");
+    try {
+      conv->second(c, n);
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      if (msg.rfind("[onnx]", 0) == 0) throw;
+      c.error(msg);  // an op's inference error, e.g. shapes that do not fit
+    }
+  }
+  std::vector<ir::Value> outs;
+  for (const ValueInfo& v : g.outputs) {
+    c.node_ = nullptr;
+    auto o = c.values_.find(v.name);
+    if (o == c.values_.end())
+      fail(Code::kInvalidArgument, "[onnx] '{}': graph output '{}' is not produced by any node", what, v.name);
+    outs.push_back(c.materialise(v.name));
+  }
+  if (outs.empty()) fail(Code::kInvalidArgument, "[onnx] '{}': the graph has no outputs", what);
+  c.imp_.graph.set_outputs(outs);
+  ir::verify(c.imp_.graph);
+  return std::move(c.imp_);
+}
+
+Imported import_bytes(const uint8_t* data, size_t size, const std::string& what, const std::string& model_dir) {
+  const Model m = parse_model(data, size, what);
+  return convert(m, what, model_dir);
+}
+
+Imported import_file(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0)
+    fail(Code::kNotFound, "[onnx] '{}': cannot open ({})", path, std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(Code::kInvalidArgument, "[onnx] '{}': not a regular file", path);
+  // Protobuf messages are limited to 2 GiB; bigger models keep their
+  // weights in external data files.
+  if (static_cast<uint64_t>(st.st_size) > (uint64_t{2} << 30))
+    fail(Code::kInvalidArgument, "[onnx] '{}': {} bytes is past protobuf's 2 GiB limit", path, st.st_size);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail(Code::kIo, "[onnx] '{}': cannot open ({})", path, std::strerror(errno));
+  std::vector<uint8_t> bytes(static_cast<size_t>(st.st_size));
+  if (!bytes.empty() && !f.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size())))
+    fail(Code::kIo, "[onnx] '{}': read error", path);
+  return import_bytes(bytes.data(), bytes.size(), path, dir_of(path));
+}
+
+std::unique_ptr<io::Model> load_onnx_model(const std::string& path, Device* device) {
+  Imported imp = import_file(path);
+  std::vector<Tensor> weights;
+  for (const HostTensor& h : imp.weights)
+    weights.push_back(tensor_from_host(device, h.dtype, h.shape, h.bytes.data(), h.bytes.size()));
+  return std::make_unique<io::Model>(path, std::move(imp.graph), std::move(weights), device);
+}
+
+bool is_onnx_path(const std::string& path) {
+  if (path.size() < 5) return false;
+  std::string ext = path.substr(path.size() - 5);
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return ext == ".onnx";
+}
+
+}  // namespace spora::io::onnx

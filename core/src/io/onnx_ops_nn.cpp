@@ -1,0 +1,124 @@
+// ONNX converters: convolution, pooling, batch normalisation (inference).
+// Spora's conv and pool ops are 2-D, NCHW; ONNX pads are [top, left,
+// bottom, right] (begins, then ends), Spora's [top, bottom, left, right].
+#include "io/onnx_import.h"
+
+namespace spora::io::onnx {
+namespace {
+
+void need_4d(Ctx& c, ir::Value x) {
+  if (c.meta(x).shape.rank != 4)
+    c.error("only 2-D (NCHW, rank-4) inputs are supported, got shape " + c.meta(x).shape.str());
+}
+
+std::vector<int64_t> pair_attr(Ctx& c, const char* name, int64_t dflt) {
+  std::vector<int64_t> v = c.attr_ints(name, {dflt, dflt});
+  if (v.size() != 2) c.error(std::string("attribute ") + name + " must have 2 values for a 2-D op");
+  return v;
+}
+
+// Spora padding for the node's pads / auto_pad. SAME_* pads are computed
+// from the input's spatial size (fixed at import).
+std::vector<int64_t> spora_pads(Ctx& c, const Shape& x, const std::vector<int64_t>& kernel,
+                                const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation) {
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "NOTSET") {
+    std::vector<int64_t> p = c.attr_ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) c.error("attribute pads must have 4 values for a 2-D op");
+    return {p[0], p[2], p[1], p[3]};
+  }
+  if (auto_pad == "VALID") return {0, 0, 0, 0};
+  if (auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER") c.error("auto_pad '" + auto_pad + "' is not valid");
+  std::vector<int64_t> out(4);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x[2 + i], s = stride[i];
+    const int64_t o = (in + s - 1) / s;
+    const int64_t eff = (kernel[i] - 1) * dilation[i] + 1;
+    const int64_t total = std::max<int64_t>(0, (o - 1) * s + eff - in);
+    const int64_t small = total / 2, big = total - small;
+    out[2 * i] = auto_pad == "SAME_UPPER" ? small : big;
+    out[2 * i + 1] = auto_pad == "SAME_UPPER" ? big : small;
+  }
+  return out;
+}
+
+void conv(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0), w = c.in(1);
+  need_4d(c, x);
+  const Shape& ws = c.meta(w).shape;
+  if (ws.rank != 4) c.error("weight must be rank 4, got " + ws.str());
+  const std::vector<int64_t> kernel = {ws[2], ws[3]};
+  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
+    c.error("kernel_shape does not match the weight's shape " + ws.str());
+  const auto stride = pair_attr(c, "strides", 1), dilation = pair_attr(c, "dilations", 1);
+  Attrs a;
+  a.set("stride", AttrValue::of_ints(stride));
+  a.set("dilation", AttrValue::of_ints(dilation));
+  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation)));
+  a.set("groups", AttrValue::of_int(c.attr_int("group", 1)));
+  if (c.has_in(2)) c.out(0, c.op("conv2d_bias", {x, w, c.in(2)}, a));
+  else c.out(0, c.op("conv2d", {x, w}, a));
+}
+
+void pool(Ctx& c, const Node& n, bool max) {
+  c.max_outputs(1);  // MaxPool's Indices output is not supported
+  const ir::Value x = c.in(0);
+  need_4d(c, x);
+  if (!c.has_attr("kernel_shape")) c.error("attribute kernel_shape is required");
+  const auto kernel = c.attr_ints("kernel_shape", {});
+  if (kernel.size() != 2) c.error("kernel_shape must have 2 values for a 2-D pool");
+  const auto stride = pair_attr(c, "strides", 1), dilation = pair_attr(c, "dilations", 1);
+  if (max && c.attr_int("storage_order", 0) != 0) c.error("storage_order 1 (column major) is not supported");
+  Attrs a;
+  a.set("kernel_size", AttrValue::of_ints(kernel));
+  a.set("stride", AttrValue::of_ints(stride));
+  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation)));
+  a.set("ceil_mode", AttrValue::of_bool(c.attr_int("ceil_mode", 0) != 0));
+  if (max) {
+    a.set("dilation", AttrValue::of_ints(dilation));
+  } else {
+    if (dilation != std::vector<int64_t>{1, 1}) c.error("dilated average pooling is not supported");
+    // ONNX's default excludes the padding from the count; Spora's includes it.
+    a.set("count_include_pad", AttrValue::of_bool(c.attr_int("count_include_pad", 0) != 0));
+  }
+  c.out(0, c.op(max ? "max_pool2d" : "avg_pool2d", {x}, a));
+  (void)n;
+}
+
+void global_avg_pool(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const int r = c.meta(x).shape.rank;
+  if (r < 3) c.error("input must have rank >= 3 (N, C, spatial...), got " + c.meta(x).shape.str());
+  std::vector<int64_t> axes;
+  for (int i = 2; i < r; ++i) axes.push_back(i);
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(axes));
+  a.set("keepdims", AttrValue::of_bool(true));
+  c.out(0, c.op("mean", {x}, a));
+}
+
+void batch_norm(Ctx& c, const Node&) {
+  c.max_outputs(1);  // running statistics outputs exist only in training mode
+  if (c.attr_int("training_mode", 0) != 0) c.error("training_mode = 1 is not supported (inference only)");
+  Attrs a;
+  a.set("training", AttrValue::of_bool(false));
+  a.set("eps", AttrValue::of_float(c.attr_float("epsilon", 1e-5f)));
+  a.set("momentum", AttrValue::of_float(1.0 - c.attr_float("momentum", 0.9f)));
+  const std::vector<ir::Value> y =
+      c.graph().add_op("batch_norm", {c.in(0), c.in(1), c.in(2), c.in(3), c.in(4)}, a, c.loc());
+  c.out(0, y.at(0));
+}
+
+}  // namespace
+
+void add_nn_converters(std::map<std::string, Converter>& m) {
+  m["Conv"] = conv;
+  m["MaxPool"] = [](Ctx& c, const Node& n) { pool(c, n, true); };
+  m["AveragePool"] = [](Ctx& c, const Node& n) { pool(c, n, false); };
+  m["GlobalAveragePool"] = global_avg_pool;
+  m["BatchNormalization"] = batch_norm;
+}
+
+}  // namespace spora::io::onnx
