@@ -97,7 +97,8 @@ PassStats run_pass(ir::Graph& g, const std::string& name) {
   std::string known;
   for (const Pass& p : registry()) {
     if (name == p.name) {
-      ir::check_json_roundtrip(g, "run_pass, input");
+      // No check of the input: a pass may be asked to mend a graph that
+      // does not verify yet (shape_inference after an input is retyped).
       PassStats st = run_instrumented(g, p);
       ir::check_json_roundtrip(g, "run_pass, result");
       return st;
