@@ -15,6 +15,7 @@ pkgs=(
   libgtest-dev libgmock-dev
   python3 python3-venv python3-dev
   dataset-fashion-mnist   # the Python main job's data (IDX files, no download)
+  zlib1g-dev              # gzip IDX files in the data pipeline (core/src/data)
 )
 
 sudo_=""
