@@ -324,3 +324,4 @@ TEST(DataPipeline, WorkerErrorsReachTheCaller) {
   EXPECT_NE(error_of([&] { make_map(src, {op("hwc2chw")}, {"nope"}, 1, 0); }).find("no column 'nope'"),
             std::string::npos);
 }
+
