@@ -307,4 +307,5 @@ NB_MODULE(_C, m) {
   bind_dispatch(m);
   bind_graph(m);
   bind_io(m);
+  bind_dataset(m);
 }
