@@ -22,6 +22,8 @@ def _sampled(handle, shuffle, seed, num_shards, shard_id, where):
                          f"shard_id={shard_id})")
     shards = 1 if num_shards is None else int(num_shards)
     sid = 0 if shard_id is None else int(shard_id)
+    if shards < 1 or not 0 <= sid < shards:
+        raise ValueError(f"[{where}] shard_id {sid} is not in [0, {shards}) (num_shards={shards})")
     return handle.sampler(bool(shuffle), int(config.get_seed() if seed is None else seed), shards, sid)
 
 
