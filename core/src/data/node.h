@@ -33,6 +33,12 @@ struct PhiloxWords {
   uint32_t w[4];
 };
 PhiloxWords philox_words(uint64_t seed, uint64_t stream, uint64_t index);
+// Streams of the three users of randomness, kept apart so no two ever read
+// the same words: the source sampler, shuffle(), and map() (whose streams,
+// epoch << 20 | map << 8 | op, stay below 2^62 for any real epoch count).
+constexpr uint64_t kSamplerStream = uint64_t{1} << 63;
+constexpr uint64_t kShuffleStream = uint64_t{1} << 62;
+
 // An integer uniform in [0, n) from one word (n <= 2^32).
 inline uint64_t uniform_below(uint32_t w, uint64_t n) { return (uint64_t{w} * n) >> 32; }
 

@@ -1,7 +1,7 @@
 // shuffle(buffer_size, seed): MindSpore's buffered shuffle. The buffer fills
 // with the first buffer_size rows; then each output is a random buffer slot,
 // refilled with the next input row; at the end the buffer drains in random
-// order. Draw k of epoch e uses Philox word (seed, stream e, block k).
+// order. Draw k of epoch e uses Philox block k of stream kShuffleStream | e.
 #include "data/dataset.h"
 
 namespace spora::data {
@@ -30,7 +30,7 @@ class ShuffleNode final : public Node {
       buf_.push_back(std::move(r));
     }
     if (buf_.empty()) return false;
-    const PhiloxWords w = philox_words(seed_, epoch_, draws_++);
+    const PhiloxWords w = philox_words(seed_, kShuffleStream | epoch_, draws_++);
     const size_t j = static_cast<size_t>(uniform_below(w.w[0], buf_.size()));
     out = std::move(buf_[j]);
     // Refill the slot from the input (keeps the rest of the buffer in place),

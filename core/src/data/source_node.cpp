@@ -19,7 +19,7 @@ class SourceNode final : public Node {
     // Every shard computes the same global order (same seed and epoch), so
     // the shards' slices are disjoint; the order wraps around to make all
     // shards equally long (at most num_shards - 1 rows repeat).
-    std::vector<int64_t> global = shuffle_ ? permutation(n, seed_, epoch) : std::vector<int64_t>();
+    std::vector<int64_t> global = shuffle_ ? permutation(n, seed_, kSamplerStream | epoch) : std::vector<int64_t>();
     const int64_t per_shard = (n + shards_ - 1) / shards_;
     order_.reserve(static_cast<size_t>(per_shard));
     for (int64_t k = 0; k < per_shard; ++k) {
