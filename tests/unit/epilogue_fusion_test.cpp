@@ -58,8 +58,8 @@ TEST(EpilogueFusion, ConvBiasResidualReluInResNetOrder) {
   EXPECT_EQ(ir::to_text(g),
             "graph @main {\n  %0 = input \"x\" : f32[2,4,8,8]\n  %1 = weight \"w\" : f32[4,4,3,3]\n"
             "  %2 = weight \"b\" : f32[4]\n"
-            "  %3 = conv2d_add_act(%0, %1, %2, %0) {padding=[1, 1, 1, 1], stride=[1, 1], pad_mode=\"explicit\", "
-            "dilation=[1, 1], groups=1, activation=\"relu\"} : f32[2,4,8,8]\n  return %3\n}\n");
+            "  %3 = conv2d_add_act(%0, %1, %2, %0) {activation=\"relu\", dilation=[1, 1], groups=1, "
+            "pad_mode=\"explicit\", padding=[1, 1, 1, 1], stride=[1, 1]} : f32[2,4,8,8]\n  return %3\n}\n");
 }
 
 TEST(EpilogueFusion, ResidualWithoutActivationAndGeluForms) {

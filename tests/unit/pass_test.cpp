@@ -8,6 +8,7 @@
 #include "ir/verifier.h"
 #include "passes/pass.h"
 #include "runtime/context.h"
+#include "runtime/device.h"
 #include "support/error.h"
 
 namespace spora {
@@ -53,6 +54,43 @@ TEST(Passes, CseMergesIdenticalOpsAndConstants) {
   EXPECT_EQ(count_ops(g, "add"), 1u);
   const auto& mul = g.node(g.outputs()[0].node);
   EXPECT_EQ(mul.inputs[0], mul.inputs[1]);
+}
+
+// Equal attributes set in another order are the same attributes: CSE
+// merges the two nodes, and the kernel cache hands out one kernel for them.
+TEST(Passes, CseMergesOpsWhoseAttrsWereSetInAnotherOrder) {
+  ir::Graph g;
+  auto a = g.add_input("a", SPORA_DTYPE_F32, S({3, 2}));
+  auto b = g.add_input("b", SPORA_DTYPE_F32, S({4, 3}));
+  Attrs ab, ba;
+  ab.set("transpose_a", AttrValue::of_bool(true));
+  ab.set("transpose_b", AttrValue::of_bool(true));
+  ba.set("transpose_b", AttrValue::of_bool(true));
+  ba.set("transpose_a", AttrValue::of_bool(true));
+  EXPECT_TRUE(ab == ba);
+  EXPECT_EQ(ab.hash(), ba.hash());
+  auto m1 = g.add_op("matmul", {a, b}, ab)[0];
+  auto m2 = g.add_op("matmul", {a, b}, ba)[0];
+  g.set_outputs({g.add_op("add", {m1, m2}, {})[0]});
+  EXPECT_TRUE(run("cse", g));
+  EXPECT_EQ(count_ops(g, "matmul"), 1u);
+  const auto& add = g.node(g.outputs()[0].node);
+  EXPECT_EQ(add.inputs[0], add.inputs[1]);
+  // A value that differs still keeps them apart.
+  Attrs other = ba;
+  other.set("transpose_a", AttrValue::of_bool(false));
+  EXPECT_FALSE(other == ab);
+
+  Context ctx;
+  ctx.add_plugin_path(SPORA_TEST_PLUGIN_DIR);
+  Device* cpu = ctx.find_device("cpu");
+  ASSERT_NE(cpu, nullptr);
+  const OpDef* mm = OpRegistry::get().find("matmul");
+  TensorMeta in[2] = {{SPORA_DTYPE_F32, S({3, 2})}, {SPORA_DTYPE_F32, S({4, 3})}};
+  OpCall c1, c2;
+  infer_call(*mm, in, 2, ab, c1);
+  infer_call(*mm, in, 2, ba, c2);
+  EXPECT_EQ(cpu->kernel(*mm, c1).get(), cpu->kernel(*mm, c2).get());
 }
 
 TEST(Passes, AlgebraicSimplifyRemovesIdentities) {

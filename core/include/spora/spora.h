@@ -556,12 +556,14 @@ SPORA_API spora_status_t spora_model_input_type(const spora_model_t* model, size
 SPORA_API spora_status_t spora_model_input_name(const spora_model_t* model, size_t index, const char** name);
 SPORA_API spora_status_t spora_model_num_outputs(const spora_model_t* model, size_t* out);
 /* Runs the model: `inputs` binds the graph's inputs only (the stored
- * weights are bound by the model), each with its input's dtype and shape;
+ * weights are bound by the model), each with its input's dtype and rank;
  * tensors on another device than the model's are copied over. Writes
  * `num_outputs` (which must equal spora_model_num_outputs) new tensors on
  * the model's device. The first run optimises (level 1) and compiles the
- * graph; later runs reuse the plan. Calls from several threads are
- * serialised. */
+ * graph; later runs reuse the plan. Inputs of other shapes than the stored
+ * ones (another batch size) get a plan of their own, kept for later runs;
+ * a shape the graph cannot take fails naming the op and its source line.
+ * Calls from several threads are serialised. */
 SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* const* inputs, size_t num_inputs,
                                          spora_tensor_t** outputs, size_t num_outputs);
 /* The model's graph as stored in the file (not optimised). Borrowed, valid

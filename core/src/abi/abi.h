@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -65,5 +66,37 @@ inline Device* from_handle(spora_device_t* d) { return reinterpret_cast<Device*>
 inline const Device* from_handle(const spora_device_t* d) { return reinterpret_cast<const Device*>(d); }
 inline spora_plugin_t* to_handle(PluginEntry* p) { return reinterpret_cast<spora_plugin_t*>(p); }
 inline const PluginEntry* from_handle(const spora_plugin_t* p) { return reinterpret_cast<const PluginEntry*>(p); }
+
+// Hands `ts` to the caller as new handles in out[0, ts.size()): all of them,
+// or none when allocating one fails.
+inline void publish(std::vector<Tensor>& ts, spora_tensor_t** out) {
+  std::vector<spora_tensor_t*> handles(ts.size(), nullptr);
+  try {
+    for (size_t i = 0; i < ts.size(); ++i) handles[i] = new spora_tensor{std::move(ts[i])};
+  } catch (...) {
+    for (auto* h : handles) delete h;
+    throw;
+  }
+  for (size_t i = 0; i < handles.size(); ++i) out[i] = handles[i];
+}
+
+// The body of the C API's graph and model runs: checks the argument arrays
+// (a null `params` array, named `what`; the output count, `who` naming the
+// graph or model), runs `run` on the params' tensors and publishes its
+// results. A null handle inside `params` reaches `run` as null, for the
+// runner to name the input it binds.
+template <class Run>
+void run_and_publish(const char* fn, const char* what, const std::string& who, size_t graph_outputs,
+                     spora_tensor_t* const* params, size_t num_params, spora_tensor_t** outputs,
+                     size_t num_outputs, Run&& run) {
+  if (num_params) need(params, fn, what);
+  if (num_outputs != graph_outputs)
+    fail(Code::kInvalidArgument, "{} has {} outputs, caller asked for {}", who, graph_outputs, num_outputs);
+  if (num_outputs) need(outputs, fn, "outputs");
+  std::vector<const Tensor*> in(num_params);
+  for (size_t i = 0; i < num_params; ++i) in[i] = params[i] ? &params[i]->t : nullptr;
+  std::vector<Tensor> outs = run(in);
+  publish(outs, outputs);
+}
 
 }  // namespace spora::abi

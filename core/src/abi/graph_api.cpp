@@ -18,6 +18,7 @@ using spora::fail;
 using spora::abi::from_handle;
 using spora::abi::guard;
 using spora::abi::need;
+using spora::abi::run_and_publish;
 
 namespace {
 
@@ -282,22 +283,9 @@ spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* con
                                     spora_tensor_t** outputs, size_t num_outputs) {
   return guard([&] {
     need(exe, "spora_executable_run", "exe");
-    if (num_params) need(params, "spora_executable_run", "params");
-    std::vector<const spora::Tensor*> in;
-    for (size_t i = 0; i < num_params; ++i) in.push_back(params[i] ? &params[i]->t : nullptr);
-    if (num_outputs != exe->exe->graph().outputs().size())
-      fail(Code::kInvalidArgument, "[graph {}] has {} outputs, caller asked for {}", exe->exe->graph().name(),
-           exe->exe->graph().outputs().size(), num_outputs);
-    if (num_outputs) need(outputs, "spora_executable_run", "outputs");
-    std::vector<spora::Tensor> outs = exe->exe->run(in);
-    std::vector<spora_tensor_t*> handles;
-    try {
-      for (auto& t : outs) handles.push_back(new spora_tensor{std::move(t)});
-    } catch (...) {
-      for (auto* h : handles) delete h;
-      throw;
-    }
-    for (size_t i = 0; i < handles.size(); ++i) outputs[i] = handles[i];
+    const spora::ir::Graph& g = exe->exe->graph();
+    run_and_publish("spora_executable_run", "params", "[graph " + g.name() + "]", g.outputs().size(), params,
+                    num_params, outputs, num_outputs, [&](const auto& in) { return exe->exe->run(in); });
   });
 }
 
@@ -306,22 +294,9 @@ spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t*
   return guard([&] {
     need(graph, "spora_graph_run_eager", "graph");
     spora::Device* d = from_handle(need(device, "spora_graph_run_eager", "device"));
-    if (num_params) need(params, "spora_graph_run_eager", "params");
-    if (num_outputs != graph->g.outputs().size())
-      fail(Code::kInvalidArgument, "[graph {}] has {} outputs, caller asked for {}", graph->g.name(),
-           graph->g.outputs().size(), num_outputs);
-    if (num_outputs) need(outputs, "spora_graph_run_eager", "outputs");
-    std::vector<const spora::Tensor*> in;
-    for (size_t i = 0; i < num_params; ++i) in.push_back(params[i] ? &params[i]->t : nullptr);
-    std::vector<spora::Tensor> outs = spora::sched::run_eager(graph->g, d, in);
-    std::vector<spora_tensor_t*> handles;
-    try {
-      for (auto& t : outs) handles.push_back(new spora_tensor{std::move(t)});
-    } catch (...) {
-      for (auto* h : handles) delete h;
-      throw;
-    }
-    for (size_t i = 0; i < handles.size(); ++i) outputs[i] = handles[i];
+    run_and_publish("spora_graph_run_eager", "params", "[graph " + graph->g.name() + "]", graph->g.outputs().size(),
+                    params, num_params, outputs, num_outputs,
+                    [&](const auto& in) { return spora::sched::run_eager(graph->g, d, in); });
   });
 }
 

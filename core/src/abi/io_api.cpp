@@ -18,6 +18,7 @@ using spora::fail;
 using spora::abi::from_handle;
 using spora::abi::guard;
 using spora::abi::need;
+using spora::abi::run_and_publish;
 
 namespace {
 
@@ -174,22 +175,8 @@ spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* const* inpu
                                spora_tensor_t** outputs, size_t num_outputs) {
   return guard([&] {
     need(model, "spora_model_run", "model");
-    if (num_inputs) need(inputs, "spora_model_run", "inputs");
-    const size_t want = model->model->graph().outputs().size();
-    if (num_outputs != want)
-      fail(Code::kInvalidArgument, "[model] has {} outputs, caller asked for {}", want, num_outputs);
-    if (num_outputs) need(outputs, "spora_model_run", "outputs");
-    std::vector<const spora::Tensor*> in;
-    for (size_t i = 0; i < num_inputs; ++i) in.push_back(inputs[i] ? &inputs[i]->t : nullptr);
-    std::vector<spora::Tensor> outs = model->model->run(in);
-    std::vector<spora_tensor_t*> handles;
-    try {
-      for (auto& t : outs) handles.push_back(new spora_tensor{std::move(t)});
-    } catch (...) {
-      for (auto* h : handles) delete h;
-      throw;
-    }
-    for (size_t i = 0; i < handles.size(); ++i) outputs[i] = handles[i];
+    run_and_publish("spora_model_run", "inputs", "[model]", model->model->graph().outputs().size(), inputs, num_inputs,
+                    outputs, num_outputs, [&](const auto& in) { return model->model->run(in); });
   });
 }
 

@@ -71,14 +71,7 @@ spora_status_t spora_tape_gradient(spora_tape_t* tape, const spora_tensor_t* tar
     const std::vector<const spora::Tensor*> src = tensors_of(sources, num_sources, fn, "sources");
     if (num_sources) need(grads, fn, "grads");
     std::vector<spora::Tensor> g = tape->tape->gradient(target->t, sens ? &sens->t : nullptr, src);
-    std::vector<spora_tensor_t*> handles(g.size(), nullptr);
-    try {
-      for (size_t i = 0; i < g.size(); ++i) handles[i] = new spora_tensor{std::move(g[i])};
-    } catch (...) {
-      for (auto* h : handles) delete h;
-      throw;
-    }
-    for (size_t i = 0; i < handles.size(); ++i) grads[i] = handles[i];
+    spora::abi::publish(g, grads);
   });
 }
 

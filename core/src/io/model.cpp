@@ -7,7 +7,7 @@
 #include "ir/serialize.h"
 #include "ir/verifier.h"
 #include "passes/pass.h"
-#include "sched/executor.h"
+#include "sched/plan_cache.h"
 #include "support/error.h"
 
 namespace spora::io {
@@ -94,9 +94,11 @@ std::vector<Tensor> Model::run(const std::vector<const Tensor*>& inputs) {
     const TensorMeta& m = n.outputs.at(0);
     const Tensor* t = inputs[i];
     if (!t || !t->buffer) fail(Code::kInvalidArgument, "[model] '{}': input '{}' is null", path_, n.name);
-    if (t->dtype != m.dtype || t->shape != m.shape)
-      fail(Code::kInvalidArgument, "[model] '{}': input '{}' must be {}, got {}", path_, n.name,
-           type_str(m.dtype, m.shape), type_str(t->dtype, t->shape));
+    // Other shapes of the same rank are the plan cache's to accept or
+    // refuse (naming the op that cannot take them).
+    if (t->dtype != m.dtype || t->shape.rank != m.shape.rank)
+      fail(Code::kInvalidArgument, "[model] '{}': input '{}' must be {} (or another shape of that rank), got {}",
+           path_, n.name, type_str(m.dtype, m.shape), type_str(t->dtype, t->shape));
     if (t->device() != device_) {
       moved.push_back(tensor_to(*t, device_));
       t = &moved.back();
@@ -104,22 +106,26 @@ std::vector<Tensor> Model::run(const std::vector<const Tensor*>& inputs) {
     in[i] = t;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (!exe_) {
+  if (!plans_) {
     ir::Graph g = graph_;
     passes::optimize(g, 1);
-    exe_ = std::make_unique<sched::Executable>(g, device_);
+    plans_ = std::make_unique<sched::PlanCache>(g, device_);
   }
-  // The executable binds inputs and weights together, in node order; the
-  // passes keep every input and weight node, in order.
+  // The plans bind inputs and weights together, in node order; the passes
+  // keep every input and weight node, in order.
   std::vector<const Tensor*> params;
   size_t next_in = 0, next_w = 0;
-  for (const ir::Node& n : exe_->graph().nodes()) {
+  for (const ir::Node& n : plans_->graph().nodes()) {
     if (n.kind == ir::NodeKind::kInput && next_in < in.size()) params.push_back(in[next_in++]);
     else if (n.kind == ir::NodeKind::kWeight && next_w < weights_.size()) params.push_back(&weights_[next_w++]);
   }
   if (next_in != in.size() || next_w != weights_.size())
     fail(Code::kInternal, "[model] '{}': the compiled graph lost inputs or weights", path_);
-  return exe_->run(params);
+  try {
+    return plans_->run(params);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("[model] '{}': {}", path_, e.what()));
+  }
 }
 
 }  // namespace spora::io

@@ -12,7 +12,7 @@
 #include "runtime/tensor.h"
 
 namespace spora::sched {
-class Executable;
+class PlanCache;
 }
 
 namespace spora::io {
@@ -34,10 +34,13 @@ class Model {
   Device* device() const { return device_; }
   // Input nodes of graph(), in creation order.
   const std::vector<int32_t>& inputs() const { return inputs_; }
-  // One tensor per input (dtype and shape of its node; tensors on another
+  // One tensor per input (dtype and rank of its node; tensors on another
   // device are copied over); returns one new tensor per graph output.
-  // Compiles on the first call. Safe to call from several threads (runs are
-  // serialised).
+  // Compiles on the first call. Inputs of other shapes than the graph's
+  // (another batch size) are planned once per signature and cached
+  // (sched/plan_cache.h); a shape the graph cannot take fails naming the op
+  // and source line that refuse it. Safe to call from several threads (runs
+  // are serialised).
   std::vector<Tensor> run(const std::vector<const Tensor*>& inputs);
 
  private:
@@ -47,7 +50,7 @@ class Model {
   std::vector<int32_t> inputs_;
   std::vector<Tensor> weights_;  // in weight-node order
   std::mutex mu_;
-  std::unique_ptr<sched::Executable> exe_;
+  std::unique_ptr<sched::PlanCache> plans_;
 };
 
 }  // namespace spora::io

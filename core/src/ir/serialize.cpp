@@ -11,8 +11,8 @@
 namespace spora::ir {
 namespace {
 
-// Ordered: attributes keep their order (it feeds kernel-cache hashes, CSE
-// keys and the text form), so reading a graph back gives the same graph.
+// Ordered: attributes are written in Attrs' order (sorted by name) and read
+// back through Attrs::set, so the JSON text of a graph read back is the same.
 using json = nlohmann::ordered_json;
 constexpr int kFormatVersion = 1;
 

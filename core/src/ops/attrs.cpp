@@ -1,5 +1,6 @@
 #include "ops/attrs.h"
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -37,19 +38,30 @@ bool AttrValue::operator==(const AttrValue& o) const {
 }
 
 void Attrs::set(std::string_view name, AttrValue v) {
-  for (auto& [n, val] : items_) {
-    if (n == name) {
-      val = std::move(v);
-      return;
-    }
+  // Kept sorted by name: the order attributes were set in must not make two
+  // equal sets differ (kernel caches, CSE, the text and JSON forms).
+  auto it = std::lower_bound(items_.begin(), items_.end(), name,
+                             [](const std::pair<std::string, AttrValue>& item, std::string_view n) {
+                               return std::string_view(item.first) < n;
+                             });
+  if (it != items_.end() && it->first == name) {
+    it->second = std::move(v);
+    return;
   }
-  items_.emplace_back(std::string(name), std::move(v));
+  items_.emplace(it, std::string(name), std::move(v));
 }
 
 const AttrValue* Attrs::find(std::string_view name) const {
   for (const auto& [n, val] : items_)
     if (n == name) return &val;
   return nullptr;
+}
+
+bool Attrs::operator==(const Attrs& o) const {
+  if (items_.size() != o.items_.size()) return false;
+  for (size_t k = 0; k < items_.size(); ++k)
+    if (items_[k].first != o.items_[k].first || !(items_[k].second == o.items_[k].second)) return false;
+  return true;
 }
 
 namespace {

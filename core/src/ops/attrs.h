@@ -32,13 +32,18 @@ struct AttrValue {
   bool operator==(const AttrValue& o) const;
 };
 
-// A small ordered map; ops have a handful of attributes, so a vector wins.
+// A small map kept sorted by name (ops have a handful of attributes, so a
+// vector wins). Sorted, so that the order attributes are set in changes
+// nothing: items(), hash(), ==, the IR text and the JSON form.
 class Attrs {
  public:
   void set(std::string_view name, AttrValue v);
   const AttrValue* find(std::string_view name) const;
   const std::vector<std::pair<std::string, AttrValue>>& items() const { return items_; }
   bool empty() const { return items_.empty(); }
+  // Same names with equal values (AttrValue's ==: NaN equals NaN).
+  bool operator==(const Attrs& o) const;
+  bool operator!=(const Attrs& o) const { return !(*this == o); }
 
   // Typed getters for attributes an op's schema guarantees exist.
   int64_t get_int(std::string_view name) const;

@@ -57,6 +57,7 @@ Cost OpDef::estimate(const OpCall& call) const {
 OpRegistry::OpRegistry() {
   for (auto fn : families()) fn(*this);
   std::sort(ops_.begin(), ops_.end(), [](const auto& a, const auto& b) { return a->name < b->name; });
+  for (const auto& op : ops_) by_name_.emplace(op->name, op.get());
 }
 
 const OpRegistry& OpRegistry::get() {
@@ -71,9 +72,8 @@ void OpRegistry::add(OpDef def) {
 }
 
 const OpDef* OpRegistry::find(std::string_view name) const {
-  auto it = std::lower_bound(ops_.begin(), ops_.end(), name,
-                             [](const auto& op, std::string_view n) { return op->name < n; });
-  return it != ops_.end() && (*it)->name == name ? it->get() : nullptr;
+  auto it = by_name_.find(name);
+  return it != by_name_.end() ? it->second : nullptr;
 }
 
 namespace {

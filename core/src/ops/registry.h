@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <spora/spora.h>
@@ -98,6 +99,9 @@ class OpRegistry {
  private:
   OpRegistry();
   std::vector<std::unique_ptr<OpDef>> ops_;  // sorted by name once built
+  // By name, for find(): every eager op call looks its op up by name, and a
+  // hash beats a binary search of string compares there.
+  std::unordered_map<std::string_view, const OpDef*> by_name_;
 };
 
 // Validates inputs and attributes against the schema and runs inference.

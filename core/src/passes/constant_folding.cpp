@@ -4,21 +4,13 @@
 #include <cstring>
 
 #include "ir/rewrite.h"
+#include "passes/host_eval.h"
 #include "passes/pass.h"
-#include "runtime/eager.h"
-#include "runtime/plugin_library.h"
-#include "support/error.h"
-#include "support/log.h"
 
 namespace spora::passes {
 namespace {
 
 constexpr size_t kMaxFoldedBytes = 64 * 1024;
-
-Device* host() {
-  PluginRecord* cpu = PluginRecord::find_ready("cpu");
-  return cpu && !cpu->devices().empty() ? cpu->devices()[0].get() : nullptr;
-}
 
 bool foldable(const ir::Graph& g, const ir::Node& n) {
   if (n.kind != ir::NodeKind::kApply) return false;
@@ -33,7 +25,7 @@ bool fold(ir::Graph& g) {
   bool any = false;
   for (const ir::Node& n : g.nodes()) any = any || foldable(g, n);
   if (!any) return false;
-  Device* dev = host();
+  Device* dev = host_device();
   if (!dev) return false;
   ir::Rewriter rw(g);
   bool changed = false;
@@ -43,28 +35,17 @@ bool fold(ir::Graph& g) {
       rw.copy(static_cast<int32_t>(id));
       continue;
     }
-    std::vector<Tensor> in;
-    std::vector<const Tensor*> ptrs;
-    for (const ir::Value& v : n.inputs) {
-      const ir::Node& c = g.node(v.node);
-      in.push_back(tensor_from_host(dev, c.outputs[0].dtype, c.outputs[0].shape, c.data->data(), c.data->size()));
-    }
-    for (const Tensor& t : in) ptrs.push_back(&t);
-    std::vector<Tensor> out(n.outputs.size());
-    try {
-      eager_call(*n.op, dev, ptrs.data(), static_cast<int>(ptrs.size()), n.attrs, out.data(),
-                 static_cast<int>(out.size()));
-    } catch (const Error& e) {
-      // Leave it to run time, where the error will name the node's source.
-      logger().debug("[constant_folding] not folding {}: {}", n.op->name, e.what());
+    std::vector<HostValue> in;
+    for (const ir::Value& v : n.inputs) in.push_back({g.node(v.node).outputs[0], g.node(v.node).data});
+    const auto out = evaluate_on_host(n, in, dev, "constant_folding");
+    if (!out) {
       rw.copy(static_cast<int32_t>(id));
       continue;
     }
-    for (size_t o = 0; o < out.size(); ++o) {
-      std::vector<uint8_t> bytes(out[o].nbytes());
-      tensor_read(out[o], bytes.data(), bytes.size());
+    for (size_t o = 0; o < out->size(); ++o) {
+      const HostValue& r = (*out)[o];
       rw.set({static_cast<int32_t>(id), static_cast<int32_t>(o)},
-             rw.out().add_constant(out[o].dtype, out[o].shape, std::move(bytes), n.loc));
+             rw.out().add_constant(r.meta.dtype, r.meta.shape, *r.bytes, n.loc));
     }
     changed = true;
   }

@@ -17,9 +17,8 @@
 #include <optional>
 
 #include "ir/rewrite.h"
+#include "passes/host_eval.h"
 #include "passes/pass.h"
-#include "runtime/eager.h"
-#include "runtime/plugin_library.h"
 #include "support/error.h"
 #include "support/log.h"
 
@@ -32,16 +31,7 @@ constexpr size_t kMaxEvaluatedBytes = 64 * 1024;
 // constant; a few rounds settle any realistic nesting.
 constexpr int kMaxRounds = 8;
 
-Device* host() {
-  PluginRecord* cpu = PluginRecord::find_ready("cpu");
-  return cpu && !cpu->devices().empty() ? cpu->devices()[0].get() : nullptr;
-}
-
-// A value known at compile time: its type and bytes.
-struct Known {
-  TensorMeta meta;
-  std::shared_ptr<const std::vector<uint8_t>> bytes;
-};
+using Known = HostValue;
 using Maybe = std::optional<Known>;
 
 // Evaluates `target` of `g` when it depends only on constants (and on g's
@@ -80,28 +70,13 @@ Maybe evaluate(const ir::Graph& g, ir::Value target, const std::vector<Maybe>& a
         for (const TensorMeta& m : n.outputs)
           all = all && static_cast<size_t>(m.shape.numel()) * dtype_size(m.dtype) <= kMaxEvaluatedBytes;
         if (!all) break;
-        std::vector<Tensor> in;
-        std::vector<const Tensor*> ptrs;
-        for (const ir::Value& v : n.inputs) {
-          const Known& k = *val[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
-          in.push_back(tensor_from_host(dev, k.meta.dtype, k.meta.shape, k.bytes->data(), k.bytes->size()));
-        }
-        for (const Tensor& t : in) ptrs.push_back(&t);
-        std::vector<Tensor> out(n.outputs.size());
-        try {
-          eager_call(*n.op, dev, ptrs.data(), static_cast<int>(ptrs.size()), n.attrs, out.data(),
-                     static_cast<int>(out.size()));
-        } catch (const Error& e) {
-          // Not decided at compile time; running it reports the error with
-          // the node's source line.
-          logger().debug("[inline] not evaluating {}: {}", n.op->name, e.what());
-          break;
-        }
-        for (size_t o = 0; o < out.size(); ++o) {
-          auto bytes = std::make_shared<std::vector<uint8_t>>(out[o].nbytes());
-          tensor_read(out[o], bytes->data(), bytes->size());
-          val[id][o] = Known{{out[o].dtype, out[o].shape}, std::move(bytes)};
-        }
+        std::vector<Known> in;
+        for (const ir::Value& v : n.inputs)
+          in.push_back(*val[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+        // Not decided at compile time when it fails: running it reports the
+        // error with the node's source line.
+        if (auto out = evaluate_on_host(n, in, dev, "inline"))
+          for (size_t o = 0; o < out->size(); ++o) val[id][o] = std::move((*out)[o]);
         break;
       }
       default: break;  // weights are bound at run time; nested control flow is not evaluated
@@ -170,7 +145,7 @@ bool inline_control_flow(ir::Graph& g) {
   for (const ir::Node& n : g.nodes())
     has_control_flow = has_control_flow || n.kind == ir::NodeKind::kIf || n.kind == ir::NodeKind::kWhile;
   if (!has_control_flow) return false;
-  return inline_recursively(g, host());
+  return inline_recursively(g, host_device());
 }
 
 }  // namespace

@@ -9,6 +9,9 @@
 #include "support/log.h"
 
 namespace spora {
+// Every plugin call below builds its error context only when the call
+// failed: these run per eager op, and formatting the context eagerly was
+// ~10% of an op's instructions.
 namespace {
 
 uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 1099511628211ull; }
@@ -33,11 +36,7 @@ bool same_call(const KernelEntry& a, const OpCall& b) {
     const TensorMeta& e = a.operands[static_cast<size_t>(i)];
     if (e.dtype != m.dtype || e.shape != m.shape) return false;
   }
-  const auto &x = a.attrs.items(), &y = b.attrs.items();
-  if (x.size() != y.size()) return false;
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i].first != y[i].first || !(x[i].second == y[i].second)) return false;
-  return true;
+  return a.attrs == b.attrs;
 }
 
 spora_tensor_desc_t desc_of(const TensorMeta& m) {
@@ -56,7 +55,8 @@ Device::Device(PluginRecord* plugin, int32_t index)
     : plugin_(plugin), api_(plugin->device_api()), index_(index), name_(plugin->name() + ":" + std::to_string(index)) {
   spora_device_properties_t p{};
   p.struct_size = sizeof(p);
-  throw_if_error(api_->device_properties(index, &p), "[" + name_ + "] device_properties");
+  if (spora_plugin_error_t* e = api_->device_properties(index, &p))
+    throw_if_error(e, "[" + name_ + "] device_properties");
   auto str = [](const char* s) { return std::string(s ? s : ""); };
   props_ = {{"name", str(p.name)},
             {"vendor", str(p.vendor)},
@@ -72,13 +72,17 @@ Device::Device(PluginRecord* plugin, int32_t index)
 
 spora_stream_t* Device::stream() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!stream_) throw_if_error(api_->stream_create(index_, &stream_), "[" + name_ + "] stream_create");
+  if (!stream_) {
+    if (spora_plugin_error_t* e = api_->stream_create(index_, &stream_))
+      throw_if_error(e, "[" + name_ + "] stream_create");
+  }
   return stream_;
 }
 
 spora_devptr_t Device::alloc(size_t bytes) {
   spora_devptr_t p = nullptr;
-  throw_if_error(api_->mem_alloc(index_, bytes, &p), "[" + name_ + "] alloc of " + std::to_string(bytes) + " bytes");
+  if (spora_plugin_error_t* e = api_->mem_alloc(index_, bytes, &p))
+    throw_if_error(e, "[" + name_ + "] alloc of " + std::to_string(bytes) + " bytes");
   return p;
 }
 
@@ -93,15 +97,18 @@ void Device::free(spora_devptr_t ptr) noexcept {
 
 void Device::copy_h2d(spora_devptr_t dst, const void* src, size_t bytes) {
   ++host_waits_;
-  throw_if_error(api_->copy_h2d(index_, dst, src, bytes), "[" + name_ + "] copy to device");
+  if (spora_plugin_error_t* e = api_->copy_h2d(index_, dst, src, bytes))
+    throw_if_error(e, "[" + name_ + "] copy to device");
 }
 void Device::copy_d2h(void* dst, spora_devptr_t src, size_t bytes) {
   ++host_waits_;
-  throw_if_error(api_->copy_d2h(index_, dst, src, bytes), "[" + name_ + "] copy to host");
+  if (spora_plugin_error_t* e = api_->copy_d2h(index_, dst, src, bytes))
+    throw_if_error(e, "[" + name_ + "] copy to host");
 }
 void Device::copy_d2d(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
   ++host_waits_;
-  throw_if_error(api_->copy_d2d(index_, dst, src, bytes), "[" + name_ + "] copy on device");
+  if (spora_plugin_error_t* e = api_->copy_d2d(index_, dst, src, bytes))
+    throw_if_error(e, "[" + name_ + "] copy on device");
 }
 void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
   ++host_waits_;
@@ -111,7 +118,7 @@ void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
     copy_h2d(dst, zeros.data(), bytes);
     return;
   }
-  throw_if_error(api_->memset(index_, dst, byte, bytes), "[" + name_ + "] memset");
+  if (spora_plugin_error_t* e = api_->memset(index_, dst, byte, bytes)) throw_if_error(e, "[" + name_ + "] memset");
 }
 
 void Device::synchronize() {
@@ -121,7 +128,8 @@ void Device::synchronize() {
     std::lock_guard<std::mutex> lock(mu_);
     s = stream_;
   }
-  if (s) throw_if_error(api_->stream_synchronize(s), "[" + name_ + "]");
+  if (!s) return;
+  if (spora_plugin_error_t* e = api_->stream_synchronize(s)) throw_if_error(e, "[" + name_ + "]");
 }
 
 bool Device::has_async() const {
@@ -138,19 +146,21 @@ Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
 
 void Device::copy_h2d_async(spora_devptr_t dst, const void* src, size_t bytes) {
   auto* fn = need_entry(api_->copy_h2d_async, "copy_h2d_async", name_);
-  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy to device");
+  if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes))
+    throw_if_error(e, "[" + name_ + "] async copy to device");
 }
 void Device::copy_d2h_async(void* dst, spora_devptr_t src, size_t bytes) {
   auto* fn = need_entry(api_->copy_d2h_async, "copy_d2h_async", name_);
-  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy to host");
+  if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes)) throw_if_error(e, "[" + name_ + "] async copy to host");
 }
 void Device::copy_d2d_async(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
   auto* fn = need_entry(api_->copy_d2d_async, "copy_d2d_async", name_);
-  throw_if_error(fn(stream(), dst, src, bytes), "[" + name_ + "] async copy on device");
+  if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes))
+    throw_if_error(e, "[" + name_ + "] async copy on device");
 }
 void Device::host_callback(spora_host_callback_fn cb, void* user_data) {
   auto* fn = need_entry(api_->stream_add_callback, "stream_add_callback", name_);
-  throw_if_error(fn(stream(), cb, user_data), "[" + name_ + "] host callback");
+  if (spora_plugin_error_t* e = fn(stream(), cb, user_data)) throw_if_error(e, "[" + name_ + "] host callback");
 }
 
 void Device::reserve_workspace(size_t bytes) {
@@ -227,7 +237,8 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   d.outputs = outs;
   d.num_attrs = attrs.size();
   d.attrs = attrs.data();
-  throw_if_error(api_->kernel_create(index_, &d, &entry->kernel, &entry->workspace), "[" + op.name + "] on " + name_);
+  if (spora_plugin_error_t* e = api_->kernel_create(index_, &d, &entry->kernel, &entry->workspace))
+    throw_if_error(e, "[" + op.name + "] on " + name_);
   logger().debug("[{}] planned kernel on {}", op.name, name_);
   kernels_.emplace(h, entry);
   return entry;
@@ -236,7 +247,8 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
 void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs) {
   spora_stream_t* s = stream();
   if (k.workspace == 0) {
-    throw_if_error(api_->kernel_launch(k.kernel, inputs, outputs, nullptr, s), "[" + k.op->name + "] on " + name_);
+    if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, nullptr, s))
+      throw_if_error(e, "[" + k.op->name + "] on " + name_);
     return;
   }
   std::lock_guard<std::mutex> lock(workspace_mu_);
@@ -245,8 +257,8 @@ void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const sp
     workspace_.reset();
     workspace_ = std::make_shared<Buffer>(this, k.workspace);
   }
-  throw_if_error(api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s),
-                 "[" + k.op->name + "] on " + name_);
+  if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s))
+    throw_if_error(e, "[" + k.op->name + "] on " + name_);
 }
 
 }  // namespace spora

@@ -36,6 +36,24 @@ Device* prepare(const OpDef& op, Device* device, const Tensor* const* inputs, in
   return device;
 }
 
+// The op's kernel on `device`. A device without one that allows fallback
+// runs eager_fallback instead, into `fallback_out(n)` (room for the n
+// outputs), and null is returned.
+template <class Out>
+KernelRef kernel_or_fallback(const OpDef& op, Device* device, const Tensor* const* inputs, int num_inputs,
+                             const OpCall& call, Out&& fallback_out) {
+  try {
+    return device->kernel(op, call);
+  } catch (const Error& e) {
+    if (e.code() != Code::kUnimplemented || !device->fallback()) throw;
+    // The call is thread-local scratch that the fallback's own eager calls
+    // reuse: hand it a copy.
+    const OpCall saved = call;
+    eager_fallback(op, device, inputs, num_inputs, saved, fallback_out(saved.num_outputs), e.what());
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, int num_inputs, const Attrs& attrs,
@@ -52,17 +70,8 @@ void eager_call(const OpDef& op, Device* device, const Tensor* const* inputs, in
     outputs[0] = std::move(v);
     return;
   }
-  KernelRef k;
-  try {
-    k = device->kernel(op, call);
-  } catch (const Error& e) {
-    if (e.code() != Code::kUnimplemented || !device->fallback()) throw;
-    // The call is thread-local scratch that the fallback's own eager calls
-    // reuse: hand it a copy.
-    const OpCall saved = call;
-    eager_fallback(op, device, inputs, num_inputs, saved, outputs, e.what());
-    return;
-  }
+  const KernelRef k = kernel_or_fallback(op, device, inputs, num_inputs, call, [&](int) { return outputs; });
+  if (!k) return;
   spora_devptr_t in_ptrs[kMaxOpInputs], out_ptrs[kMaxOpOutputs];
   for (int i = 0; i < num_inputs; ++i) in_ptrs[i] = inputs[i]->data();
   // Outputs are published only after the launch succeeds. Most ops have one
@@ -142,18 +151,17 @@ void eager_call_into(const OpDef& op, Device* device, const Tensor* const* input
       device->copy_d2d(out.data(), inputs[0]->data(), out.nbytes());
     return;
   }
-  KernelRef k;
-  try {
-    k = device->kernel(op, call);
-  } catch (const Error& e) {
-    if (e.code() != Code::kUnimplemented || !device->fallback()) throw;
-    // Fresh results, then copied over (synchronous copies are ordered after
-    // the queued work that made them).
-    const OpCall saved = call;
-    std::vector<Tensor> fresh(static_cast<size_t>(saved.num_outputs));
-    eager_fallback(op, device, inputs, num_inputs, saved, fresh.data(), e.what());
-    for (int o = 0; o < saved.num_outputs; ++o)
-      if (outputs[o]->nbytes()) device->copy_d2d(outputs[o]->data(), fresh[static_cast<size_t>(o)].data(), outputs[o]->nbytes());
+  // Without a kernel: fresh results, then copied over (synchronous copies
+  // are ordered after the queued work that made them).
+  std::vector<Tensor> fresh;
+  const KernelRef k = kernel_or_fallback(op, device, inputs, num_inputs, call, [&](int n) {
+    fresh.resize(static_cast<size_t>(n));
+    return fresh.data();
+  });
+  if (!k) {
+    for (int o = 0; o < num_outputs; ++o)
+      if (outputs[o]->nbytes())
+        device->copy_d2d(outputs[o]->data(), fresh[static_cast<size_t>(o)].data(), outputs[o]->nbytes());
     return;
   }
   spora_devptr_t in_ptrs[kMaxOpInputs], out_ptrs[kMaxOpOutputs];

@@ -1,0 +1,178 @@
+// Exported entry points, the device table, and the lifecycle/device queries
+// of the Level Zero plugin (the vendor NPU path of DESIGN.md).
+//
+// No Level Zero device or driver exists where this was written: everything
+// past zeInit compiled and linked, but never ran. See docs/plugins-ze-nccl.md.
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "error.h"
+#include "ze_api.h"
+#include "ze_state.h"
+
+namespace spora::ze {
+namespace {
+
+using spora::plugin::guard;
+using spora::plugin::make_error;
+
+#if defined(__clang__)
+constexpr const char* kBuild = "clang " __clang_version__ ", Level Zero API 1.4 headers, SPIR-V kernels (OpenCL C 2.0)";
+#else
+constexpr const char* kBuild = "g++ " __VERSION__ ", Level Zero API 1.4 headers, SPIR-V kernels (OpenCL C 2.0)";
+#endif
+
+// graph_* stay NULL: no on-device graph compiler yet (the host runs graphs
+// op by op through the kernels below).
+spora_device_api_t make_table() {
+  spora_device_api_t t{};
+  t.struct_size = sizeof(spora_device_api_t);
+  t.initialize = initialize;
+  t.device_count = device_count;
+  t.device_properties = device_properties;
+  t.mem_alloc = mem_alloc;
+  t.mem_free = mem_free;
+  t.host_alloc_pinned = host_alloc_pinned;
+  t.host_free_pinned = host_free_pinned;
+  t.copy_h2d = copy_h2d;
+  t.copy_d2h = copy_d2h;
+  t.copy_d2d = copy_d2d;
+  t.memset = memset_sync;
+  t.copy_h2d_async = copy_h2d_async;
+  t.copy_d2h_async = copy_d2h_async;
+  t.copy_d2d_async = copy_d2d_async;
+  t.memset_async = memset_async;
+  t.stream_create = stream_create;
+  t.stream_destroy = stream_destroy;
+  t.stream_synchronize = stream_synchronize;
+  t.stream_query = stream_query;
+  t.stream_wait_event = stream_wait_event;
+  t.stream_add_callback = stream_add_callback;
+  t.stream_native_handle = stream_native_handle;
+  t.event_create = event_create;
+  t.event_destroy = event_destroy;
+  t.event_record = event_record;
+  t.event_query = event_query;
+  t.event_synchronize = event_synchronize;
+  t.event_elapsed_ms = event_elapsed_ms;
+  t.kernel_ops = kernel_ops;
+  t.kernel_create = kernel_create;
+  t.kernel_destroy = kernel_destroy;
+  t.kernel_launch = kernel_launch;
+  t.shutdown = shutdown;
+  return t;
+}
+
+const spora_device_api_t* device_table() {
+  static const spora_device_api_t table = make_table();
+  return &table;
+}
+
+// The driver libraries the Level Zero loader 1.8 looks for (its own list),
+// besides the ones ZE_ENABLE_ALT_DRIVERS names.
+const char* const kDrivers[] = {"libze_intel_gpu.so.1", "libze_intel_vpu.so.1"};
+
+}  // namespace
+
+spora_plugin_error_t* initialize() {
+  return guard("ze", [] { return create_state(); });
+}
+
+spora_plugin_error_t* device_count(int32_t* out_count) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (!out_count) return invalid("device_count: out_count is NULL");
+    State* st = nullptr;
+    if (auto* e = get_state(&st)) return e;
+    *out_count = static_cast<int32_t>(st->devices.size());
+    return nullptr;
+  });
+}
+
+spora_plugin_error_t* device_properties(int32_t device, spora_device_properties_t* out) {
+  return guard("ze", [&]() -> spora_plugin_error_t* {
+    if (!out) return invalid("device_properties: out is NULL");
+    Device* d = nullptr;
+    if (auto* e = get_device("device_properties", device, &d)) return e;
+    using P = spora_device_properties_t;
+    const auto& p = d->props;
+    if (SPORA_STRUCT_HAS(out, P, name)) out->name = d->name.c_str();
+    if (SPORA_STRUCT_HAS(out, P, vendor)) out->vendor = p.vendorId == 0x8086 ? "Intel" : "Level Zero vendor";
+    if (SPORA_STRUCT_HAS(out, P, arch)) out->arch = d->arch.c_str();
+    if (SPORA_STRUCT_HAS(out, P, memory_bytes)) out->memory_bytes = d->memory_bytes;
+    if (SPORA_STRUCT_HAS(out, P, compute_units))
+      out->compute_units = static_cast<int32_t>(p.numSlices * p.numSubslicesPerSlice * p.numEUsPerSubslice);
+    if (SPORA_STRUCT_HAS(out, P, unified_memory))
+      out->unified_memory = (p.flags & ZE_DEVICE_PROPERTY_FLAG_INTEGRATED) ? 1 : 0;
+    if (SPORA_STRUCT_HAS(out, P, max_streams)) out->max_streams = 0;
+    if (SPORA_STRUCT_HAS(out, P, alignment)) out->alignment = 256;
+    return nullptr;
+  });
+}
+
+void shutdown() {
+  if (spora_plugin_error_t* err = guard("ze", [] {
+        destroy_state();
+        return static_cast<spora_plugin_error_t*>(nullptr);
+      })) {
+    host_log(SPORA_LOG_ERROR, std::string("[ze] shutdown failed: ") + err->message);
+    err->destroy(err);
+  }
+}
+
+}  // namespace spora::ze
+
+extern "C" {
+
+// Side-effect free: zeInit would initialise drivers (touch devices), so the
+// probe only checks that a driver library exists, by dlopen and dlclose,
+// as plugin.h allows. With none, the loader's zeInit has nothing to
+// initialise and returns ZE_RESULT_ERROR_UNINITIALIZED, which
+// initialize() reports word for word if the host calls it anyway.
+SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
+  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
+  const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS");
+  bool found = alt && *alt;
+  for (const char* lib : spora::ze::kDrivers) {
+    if (found) break;
+    if (void* h = dlopen(lib, RTLD_LAZY | RTLD_LOCAL)) {
+      dlclose(h);
+      found = true;
+    }
+  }
+  out->score = found ? 60 : 0;
+  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, reason)) return;
+  const char* why = found ? ""
+                          : "no device: no Level Zero driver installed (libze_intel_gpu.so.1 and libze_intel_vpu.so.1 "
+                            "not found, ZE_ENABLE_ALT_DRIVERS unset), so zeInit returns "
+                            "ZE_RESULT_ERROR_UNINITIALIZED; install the device's Level Zero driver";
+  std::strncpy(out->reason, why, sizeof(out->reason) - 1);
+  out->reason[sizeof(out->reason) - 1] = '\0';
+}
+
+SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
+  using spora::plugin::make_error;
+  return spora::plugin::guard("ze", [&]() -> spora_plugin_error_t* {
+    if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_major))
+      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[ze] entry: host is NULL or too small");
+    if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
+      return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[ze] host ABI major " + std::to_string(host->abi_major) +
+                                                        ", plugin built for " + std::to_string(SPORA_PLUGIN_ABI_MAJOR));
+    if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api))
+      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[ze] entry: plugin info is NULL or too small");
+    spora::ze::g_host.store(host, std::memory_order_release);
+    out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
+    out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
+    out->kind = SPORA_PLUGIN_KIND_DEVICE;
+    out->name = "ze";
+    out->version = "0.1.0";
+    out->build = spora::ze::kBuild;
+    out->api = spora::ze::device_table();
+    if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = nullptr;
+    return nullptr;
+  });
+}
+
+}  // extern "C"
