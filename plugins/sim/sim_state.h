@@ -11,50 +11,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handle_table.h"
 #include "kernel_plan.h"
 #include "sim_memory.h"
 #include "sim_stream.h"
 
 namespace spora::sim {
 
-// Maps the opaque handles given to the host back to live objects. Lookups
-// return a shared_ptr, so an object stays alive for the rest of a call even if
-// another thread destroys its handle meanwhile, and a stale or foreign handle
-// is reported as an error instead of being dereferenced.
-template <class T>
-class HandleTable {
- public:
-  void* add(std::shared_ptr<T> obj) {
-    void* handle = obj.get();
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.emplace(handle, std::move(obj));
-    return handle;
-  }
-  std::shared_ptr<T> find(const void* handle) const {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(handle);
-    return it == map_.end() ? nullptr : it->second;
-  }
-  std::shared_ptr<T> remove(const void* handle) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(handle);
-    if (it == map_.end()) return nullptr;
-    std::shared_ptr<T> obj = std::move(it->second);
-    map_.erase(it);
-    return obj;
-  }
-  std::vector<std::shared_ptr<T>> all() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::shared_ptr<T>> out;
-    out.reserve(map_.size());
-    for (const auto& entry : map_) out.push_back(entry.second);
-    return out;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::unordered_map<const void*, std::shared_ptr<T>> map_;
-};
+using spora::plugin::HandleTable;
 
 // A planned kernel. Immutable after kernel_create, so launches copy the plan
 // into the queued task and kernel_destroy never races with queued work.

@@ -31,6 +31,7 @@ SPORA_TRIPWIRE(dtype_f32, SPORA_DTYPE_F32 == 1);
 SPORA_TRIPWIRE(dtype_bool, SPORA_DTYPE_BOOL == 8);
 SPORA_TRIPWIRE(code_internal, SPORA_PLUGIN_INTERNAL == 8);
 SPORA_TRIPWIRE(status_internal, SPORA_ERROR_INTERNAL == 8);
+SPORA_TRIPWIRE(reduce_avg, SPORA_REDUCE_AVG == 5); /* one enum shared by spora.h and plugin.h */
 SPORA_TRIPWIRE(first_field, offsetof(spora_device_api_t, struct_size) == 0);
 
 int spora_headers_c99_compiles(void);

@@ -224,7 +224,9 @@ SPORA_API spora_status_t spora_attrs_set_string(spora_attrs_t* attrs, const char
 #define SPORA_MAX_OP_INPUTS 64
 #define SPORA_MAX_OP_OUTPUTS 64
 
-/* Number of registered ops, and the name of op `index` (borrowed). */
+/* Number of registered ops, and the name of op `index` (borrowed). Collective
+ * ops (all_reduce), which run only inside graphs through a communicator, are
+ * not listed; spora_op_schema and graphs still know them by name. */
 SPORA_API spora_status_t spora_op_count(size_t* out);
 SPORA_API spora_status_t spora_op_name(size_t index, const char** out);
 /* A one-line schema such as
@@ -571,6 +573,80 @@ SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* c
  * (spora_graph_outputs, spora_graph_value_type, spora_graph_grad,
  * spora_graph_compile, ...). */
 SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t** out);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives (data-parallel training across processes)                    */
+/* ------------------------------------------------------------------------ */
+
+/* A communicator: `size` processes (ranks) that exchange tensors through a
+ * collective plugin (libspora-collective-<backend>.so, e.g. "mpi"). Every
+ * call below is collective unless it says otherwise: all ranks make the same
+ * calls on a communicator in the same order, with matching dtypes and
+ * element counts. Tensors may live on any device; a device without host-
+ * addressable memory is staged through the host. Calls on one communicator
+ * are serialised. */
+typedef struct spora_communicator spora_communicator_t;
+
+#ifndef SPORA_REDUCE_OP_T_DEFINED /* same definition as in spora/plugin.h */
+#define SPORA_REDUCE_OP_T_DEFINED
+typedef enum spora_reduce_op {
+  SPORA_REDUCE_SUM = 1,
+  SPORA_REDUCE_PROD = 2,
+  SPORA_REDUCE_MAX = 3,
+  SPORA_REDUCE_MIN = 4,
+  SPORA_REDUCE_AVG = 5 /* sum divided by size (integers truncate toward zero) */
+} spora_reduce_op_t;
+#endif
+
+/* Joins the communicator of all ranks of the job over `backend` ("mpi").
+ * `rank` and `size` < 0 take both from the launcher's environment
+ * (OMPI_COMM_WORLD_RANK/SIZE, PMI_RANK/SIZE, SPORA_RANK/SPORA_WORLD_SIZE;
+ * a lone process is rank 0 of 1). Blocks until every rank has joined (or the
+ * backend's start-up timeout passes). Fails with NOT_FOUND naming the loaded
+ * backends for an unknown one. */
+SPORA_API spora_status_t spora_comm_create(spora_context_t* ctx, const char* backend, int32_t rank, int32_t size,
+                                           spora_communicator_t** out);
+/* Not collective. NULL is a no-op. */
+SPORA_API spora_status_t spora_comm_free(spora_communicator_t* comm);
+/* Not collective. Either out-parameter may be NULL. */
+SPORA_API spora_status_t spora_comm_rank(const spora_communicator_t* comm, int32_t* rank, int32_t* size);
+/* Not collective. The backend's name. Borrowed, valid until spora_comm_free. */
+SPORA_API spora_status_t spora_comm_backend(const spora_communicator_t* comm, const char** name);
+/* Not collective. A process-unique id (> 0) naming this communicator in a
+ * graph's all_reduce op (attribute "group"). */
+SPORA_API spora_status_t spora_comm_id(const spora_communicator_t* comm, int64_t* id);
+/* Not collective. How long each later call waits for the other ranks before
+ * failing with SPORA_ERROR_TIMEOUT (< 0: forever; the default is
+ * SPORA_COMM_TIMEOUT_MS, else forever). After a timeout the communicator is
+ * unusable: abort and free it. */
+SPORA_API spora_status_t spora_comm_set_timeout(spora_communicator_t* comm, int64_t timeout_ms);
+/* Not collective; any thread, also while another thread waits in a call on
+ * `comm`: that call and every later one fail with SPORA_ERROR_ABORTED. */
+SPORA_API spora_status_t spora_comm_abort(spora_communicator_t* comm);
+/* Ranks passing the same `color` form a new communicator, ranked by `key`;
+ * a rank passing color < 0 gets *out = NULL. */
+SPORA_API spora_status_t spora_comm_split(spora_communicator_t* comm, int32_t color, int32_t key,
+                                          spora_communicator_t** out);
+/* output = op over every rank's input; same dtype and element count (the
+ * shapes may differ). `output` may be `input` (in place). */
+SPORA_API spora_status_t spora_comm_all_reduce(spora_communicator_t* comm, const spora_tensor_t* input,
+                                               spora_tensor_t* output, spora_reduce_op_t op);
+/* output (size * numel(input) elements) = every rank's input, rank-major. */
+SPORA_API spora_status_t spora_comm_all_gather(spora_communicator_t* comm, const spora_tensor_t* input,
+                                               spora_tensor_t* output);
+/* input holds size * numel(output) elements; rank r gets block r reduced. */
+SPORA_API spora_status_t spora_comm_reduce_scatter(spora_communicator_t* comm, const spora_tensor_t* input,
+                                                   spora_tensor_t* output, spora_reduce_op_t op);
+/* Overwrites `tensor` on every rank with the root's. */
+SPORA_API spora_status_t spora_comm_broadcast(spora_communicator_t* comm, spora_tensor_t* tensor, int32_t root);
+/* input and output hold size blocks of equal length; block j of input goes
+ * to rank j, which stores it as its block (this rank). */
+SPORA_API spora_status_t spora_comm_all_to_all(spora_communicator_t* comm, const spora_tensor_t* input,
+                                               spora_tensor_t* output);
+/* Point to point (only the two ranks take part). */
+SPORA_API spora_status_t spora_comm_send(spora_communicator_t* comm, const spora_tensor_t* tensor, int32_t peer);
+SPORA_API spora_status_t spora_comm_recv(spora_communicator_t* comm, spora_tensor_t* tensor, int32_t peer);
+SPORA_API spora_status_t spora_comm_barrier(spora_communicator_t* comm);
 
 /* ------------------------------------------------------------------------ */
 /* Data pipeline (MindData)                                                 */

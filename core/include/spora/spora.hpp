@@ -619,6 +619,48 @@ class Model {
   spora_model_t* m_ = nullptr;
 };
 
+// A communicator over a collective backend ("mpi"): every rank of the job
+// makes the same calls in the same order (see spora_comm_* in spora.h).
+class Communicator {
+ public:
+  // rank/size < 0: from the launcher's environment.
+  Communicator(Context& ctx, const char* backend, int32_t rank = -1, int32_t size = -1) {
+    check(spora_comm_create(ctx.get(), backend, rank, size, &c_));
+  }
+  ~Communicator() { spora_comm_free(c_); }
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+  Communicator(Communicator&& o) noexcept : c_(std::exchange(o.c_, nullptr)) {}
+
+  int32_t rank() const {
+    int32_t r = 0;
+    check(spora_comm_rank(c_, &r, nullptr));
+    return r;
+  }
+  int32_t size() const {
+    int32_t s = 0;
+    check(spora_comm_rank(c_, nullptr, &s));
+    return s;
+  }
+  int64_t id() const {
+    int64_t i = 0;
+    check(spora_comm_id(c_, &i));
+    return i;
+  }
+  void set_timeout(int64_t ms) { check(spora_comm_set_timeout(c_, ms)); }
+  void abort() { check(spora_comm_abort(c_)); }
+  void all_reduce(const Tensor& in, Tensor& out, spora_reduce_op_t op = SPORA_REDUCE_SUM) {
+    check(spora_comm_all_reduce(c_, in.get(), out.get(), op));
+  }
+  void all_gather(const Tensor& in, Tensor& out) { check(spora_comm_all_gather(c_, in.get(), out.get())); }
+  void broadcast(Tensor& t, int32_t root) { check(spora_comm_broadcast(c_, t.get(), root)); }
+  void barrier() { check(spora_comm_barrier(c_)); }
+  spora_communicator_t* get() const noexcept { return c_; }
+
+ private:
+  spora_communicator_t* c_ = nullptr;
+};
+
 // -- Data pipeline (spora_dataset_*) ---------------------------------------
 // Datasets and transforms are immutable and shared: copies share the handle.
 

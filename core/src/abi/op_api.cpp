@@ -4,6 +4,7 @@
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
 #include "autodiff/tape.h"
+#include "runtime/collective.h"
 #include "runtime/eager.h"
 
 using spora::Code;
@@ -12,15 +13,30 @@ using spora::abi::from_handle;
 using spora::abi::guard;
 using spora::abi::need;
 
+namespace {
+// The ops callable on a device: collective ops (all_reduce) run only inside
+// graphs, through a communicator, so they are not listed (their schema and
+// graph use work by name).
+const std::vector<const spora::OpDef*>& listed_ops() {
+  static const std::vector<const spora::OpDef*> ops = [] {
+    std::vector<const spora::OpDef*> v;
+    for (const auto& op : spora::OpRegistry::get().ops())
+      if (!spora::is_collective_op(*op)) v.push_back(op.get());
+    return v;
+  }();
+  return ops;
+}
+}  // namespace
+
 extern "C" {
 
 spora_status_t spora_op_count(size_t* out) {
-  return guard([&] { *need(out, "spora_op_count", "out") = spora::OpRegistry::get().ops().size(); });
+  return guard([&] { *need(out, "spora_op_count", "out") = listed_ops().size(); });
 }
 
 spora_status_t spora_op_name(size_t index, const char** out) {
   return guard([&] {
-    const auto& ops = spora::OpRegistry::get().ops();
+    const auto& ops = listed_ops();
     if (index >= ops.size()) fail(Code::kInvalidArgument, "[spora_op_name] index {} >= count {}", index, ops.size());
     *need(out, "spora_op_name", "out") = ops[index]->name.c_str();
   });

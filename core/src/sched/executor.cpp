@@ -9,6 +9,7 @@
 #include "autodiff/tape.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
+#include "runtime/collective.h"
 #include "runtime/eager.h"
 #include "sched/memory_plan.h"
 #include "sched/placement.h"
@@ -35,8 +36,11 @@ struct HostCopy {
 };
 
 struct Step {
-  enum Kind { kKernel, kHostKernel, kIf, kWhile } kind = kKernel;
+  enum Kind { kKernel, kHostKernel, kIf, kWhile, kCollective } kind = kKernel;
   int32_t node = 0;
+  // kCollective: the communicator id ("group") and reduce op of all_reduce.
+  int64_t group = 0;
+  int32_t reduce_op = 0;
   KernelRef kernel;  // kKernel; kHostKernel: planned on the cpu device
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
@@ -246,6 +250,13 @@ Executable::Executable(const ir::Graph& graph, Device* device) : device_(device)
           for (int i = 0; i < call.num_outputs; ++i) in_place_partner[id].push_back(n.op->in_place_input(call, i));
         if (call.view) {
           slots_[id][0] = {Slot::kAlias, 0, 0, n.inputs[0]};
+        } else if (is_collective_op(*n.op)) {
+          // Run by the scheduler through the communicator's plugin, not by
+          // a device kernel; placement checked the memory is host memory.
+          step->kind = Step::kCollective;
+          step->group = call.attrs.get_int("group");
+          step->reduce_op = reduce_op_from_name(call.attrs.find("op")->s, n.op->name);
+          steps_.push_back(std::move(step));
         } else {
           Device* runs_on = on_host_[id] ? host_ : device_;
           try {
@@ -559,6 +570,27 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
             if (c.bytes) device_->copy_h2d_async(addr(c.value), host_addr(c.host_offset), c.bytes);
         } catch (const Error& e) {
           node_error(graph_.node(step->node), e.code(), e.what());
+        }
+        break;
+      }
+      case Step::kCollective: {
+        // The collective reads what earlier launches wrote and blocks until
+        // every rank joins, so it runs on the host once the stream has
+        // drained, and its errors (a timeout naming the collective) belong to
+        // this run.
+        const ir::Node& n = graph_.node(step->node);
+        try {
+          std::shared_ptr<Communicator> comm = Communicator::find(step->group, n.op->name);
+          if (device_->has_async())
+            wait_for_stream(device_);  // leaves the stream's pending error to the user's synchronize
+          else
+            device_->synchronize();
+          const TensorMeta& m = graph_.meta(step->inputs[0]);
+          comm->all_reduce_host(reinterpret_cast<const void*>(addr(step->inputs[0])),
+                                reinterpret_cast<void*>(addr(step->outputs[0])), static_cast<size_t>(m.shape.numel()),
+                                m.dtype, step->reduce_op);
+        } catch (const Error& e) {
+          node_error(n, e.code(), e.what());
         }
         break;
       }

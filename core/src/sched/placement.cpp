@@ -5,6 +5,7 @@
 #include "ir/builder.h"
 #include "ir/rewrite.h"
 #include "ops/decompose.h"
+#include "runtime/collective.h"
 #include "runtime/plugin_library.h"
 #include "support/error.h"
 #include "support/log.h"
@@ -101,6 +102,17 @@ Placement place(const ir::Graph& graph, Device* device, Device* fallback) {
     OpCall call;
     infer(p.graph, n, call);
     if (call.view) continue;
+    if (is_collective_op(*n.op)) {
+      // The scheduler runs collectives itself, on the memory the plan
+      // already has: the collective plugins move host memory.
+      if (!device->unified_memory())
+        node_error(n, Code::kUnimplemented,
+                   fmt::format("[{}] graph-mode collectives need host-addressable device memory; {} has none "
+                               "(run the graph on cpu, or reduce with spora_comm_all_reduce between runs)",
+                               n.op->name, device->name()));
+      n.device = device->name();
+      continue;
+    }
     const std::optional<std::string> why = lacks(device, *n.op, call);
     if (!why) {
       n.device = device->name();

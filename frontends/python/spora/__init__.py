@@ -23,6 +23,8 @@ from . import ops  # noqa: E402
 from ._autograd import grad, value_and_grad  # noqa: E402
 from ._jit import jit, JitFunction, JitFallbackWarning  # noqa: E402
 from . import _jit  # noqa: E402
+from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  # noqa: E402
+                        reset_auto_parallel_context)
 
 for _e in (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError, UntraceableError):
     _e.__module__ = "spora"
@@ -54,7 +56,7 @@ from .serialization import (save_checkpoint, load_checkpoint, load_checkpoint_me
 
 
 def __getattr__(name):
-    if name in ("nn", "train", "dataset"):
+    if name in ("nn", "train", "dataset", "communication"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'spora' has no attribute {name!r}")

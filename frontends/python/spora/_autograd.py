@@ -11,11 +11,19 @@
     graph, and nesting gives higher orders there too.
   - GRAPH_MODE at top level: the grad function itself runs through spora.jit.
 """
+import threading
+
 from . import _C
 from . import _context
 from ._jit import JitFunction
 from ._tensor import Tensor
 from ._trace import TraceState
+
+
+# How many PyNative tapes this thread is recording under (spora.grad):
+# eager collectives are not recorded on the tape, so they refuse to run
+# there rather than yield a silently wrong gradient.
+_recording = threading.local()
 
 
 def _positions(grad_position, nargs):
@@ -187,6 +195,7 @@ class GradFunction:
         for x in sources:
             tape.watch(x)
         tape.start()
+        _recording.depth = getattr(_recording, "depth", 0) + 1
         try:
             out = self.fn(*args, **kwargs)
             loss, aux = self._split(out)
@@ -200,6 +209,7 @@ class GradFunction:
             else:
                 values = [loss]
         finally:
+            _recording.depth -= 1
             tape.stop()
         if not isinstance(values[0], Tensor):
             raise TypeError("[grad] the function must return a Tensor (or a tuple whose first item is one)")

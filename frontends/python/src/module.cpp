@@ -308,4 +308,5 @@ NB_MODULE(_C, m) {
   bind_graph(m);
   bind_io(m);
   bind_dataset(m);
+  bind_comm(m);
 }

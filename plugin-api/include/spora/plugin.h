@@ -472,13 +472,16 @@ typedef struct spora_comm_id {
   uint8_t bytes[128];
 } spora_comm_id_t;
 
+#ifndef SPORA_REDUCE_OP_T_DEFINED /* same definition as in spora/spora.h */
+#define SPORA_REDUCE_OP_T_DEFINED
 typedef enum spora_reduce_op {
   SPORA_REDUCE_SUM = 1,
   SPORA_REDUCE_PROD = 2,
   SPORA_REDUCE_MAX = 3,
   SPORA_REDUCE_MIN = 4,
-  SPORA_REDUCE_AVG = 5
+  SPORA_REDUCE_AVG = 5 /* sum divided by size (integers truncate toward zero) */
 } spora_reduce_op_t;
+#endif
 
 /* Every data-moving call below: buffers are device addresses of the device
  * the communicator was created for (host pointers for a host transport);

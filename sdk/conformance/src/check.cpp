@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <spora/spora.hpp>
 #include <spora_conformance/conformance.h>
@@ -141,46 +142,36 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Forward cases to run: filtered by op, one per op x dtype in quick mode.
-std::vector<Case> select(const std::vector<Case>& all, const Options& opts) {
-  std::vector<Case> out;
-  std::map<std::string, size_t> best;  // op/dtype -> index in out
-  for (const Case& c : all) {
-    if (!opts.ops.empty() && std::find(opts.ops.begin(), opts.ops.end(), c.op) == opts.ops.end()) continue;
-    if (!opts.quick) {
-      out.push_back(c);
-      continue;
-    }
-    const std::string key = c.op + "/" + c.dtype;
-    auto it = best.find(key);
-    if (it == best.end()) {
-      best[key] = out.size();
-      out.push_back(c);
-    } else if (c.elements() < out[it->second].elements()) {
-      out[it->second] = c;
-    }
-  }
-  return out;
+// Quick mode's order of candidates within one op x dtype: the smallest case
+// that has elements first. An empty case (a (0,3) tensor) checks nothing of
+// the kernel's arithmetic, so a plugin whose kernels never write would pass
+// on it; it comes last.
+bool smaller_for_quick(const Case& a, const Case& b) {
+  const int64_t ea = a.elements(), eb = b.elements();
+  if ((ea == 0) != (eb == 0)) return eb == 0;
+  return ea < eb;
 }
 
-std::vector<Case> select_gradients(const std::vector<Case>& all, const Options& opts) {
-  std::vector<Case> out;
-  std::map<std::string, size_t> best;
-  for (const Case& c : gradient_cases(all)) {
+// The kernel part's work: every selected case, filtered by op. In quick mode
+// each op x dtype (each op, for gradients) becomes one group of candidates,
+// and the child runs a group's candidates until the plugin supports one, so a
+// plugin that only takes some shapes (no broadcasting, say) is still checked.
+void add_items(const std::vector<Case>& cases, bool gradient, const Options& opts, std::vector<WorkItem>& items) {
+  std::map<std::string, std::vector<Case>> groups;  // ordered: a stable report
+  for (const Case& c : cases) {
     if (!opts.ops.empty() && std::find(opts.ops.begin(), opts.ops.end(), c.op) == opts.ops.end()) continue;
     if (!opts.quick) {
-      out.push_back(c);
+      items.push_back({c, gradient});
       continue;
     }
-    auto it = best.find(c.op);
-    if (it == best.end()) {
-      best[c.op] = out.size();
-      out.push_back(c);
-    } else if (c.elements() < out[it->second].elements()) {
-      out[it->second] = c;
-    }
+    groups[gradient ? c.op : c.op + "/" + c.dtype].push_back(c);
   }
-  return out;
+  int64_t next = items.empty() ? 0 : items.back().group + 1;
+  for (auto& [key, g] : groups) {
+    std::stable_sort(g.begin(), g.end(), smaller_for_quick);
+    for (const Case& c : g) items.push_back({c, gradient, next});
+    ++next;
+  }
 }
 
 // Child side of the kernel part: finds the plugin's device and the cpu
@@ -221,9 +212,27 @@ void kernel_child(const std::string& path, const std::string& name, bool by_path
     for (const auto& op : facts["kernel_ops"])
       if (op.is_string()) t.kernel_ops.insert(op.get<std::string>());
   }
+  // Quick mode: a group's unsupported candidates are held back; the first
+  // supported one is reported and ends the group. A group the plugin supports
+  // in no shape reports its first candidate as unsupported.
+  int64_t settled = -1;
+  std::optional<CaseResult> held;
   for (size_t i = first; i < items.size(); ++i) {
-    ch.begin((items[i].gradient ? "gradient case " : "kernel case ") + items[i].c.id, static_cast<int64_t>(i));
-    ch.case_result(run_item(items[i], t));
+    const WorkItem& w = items[i];
+    if (w.group >= 0 && w.group == settled) continue;
+    ch.begin((w.gradient ? "gradient case " : "kernel case ") + w.c.id, static_cast<int64_t>(i));
+    CaseResult r = run_item(w, t);
+    const bool last_of_group = i + 1 == items.size() || items[i + 1].group != w.group;
+    if (w.group >= 0 && r.status == Status::kUnsupported && !last_of_group) {
+      if (!held) held = r;
+      continue;
+    }
+    if (w.group >= 0) {
+      settled = w.group;
+      if (r.status == Status::kUnsupported && held) r = *held;
+      held.reset();
+    }
+    ch.case_result(r);
   }
 }
 
@@ -232,8 +241,8 @@ void kernel_child(const std::string& path, const std::string& name, bool by_path
 void run_kernels(const std::string& path, const std::string& name, bool by_path, const std::vector<Case>& all,
                  const Options& opts, const nlohmann::json& facts, Report& report) {
   std::vector<WorkItem> items;
-  for (const Case& c : select(all, opts)) items.push_back({c, false});
-  for (const Case& c : select_gradients(all, opts)) items.push_back({c, true});
+  add_items(all, false, opts, items);
+  add_items(gradient_cases(all), true, opts, items);
   constexpr int kMaxRestarts = 10;
   size_t first = 0;
   for (int restarts = 0;; ++restarts) {
@@ -253,6 +262,7 @@ void run_kernels(const std::string& path, const std::string& name, bool by_path,
     const WorkItem& w = items[static_cast<size_t>(o.last_item)];
     report.add_case({w.c.id, w.c.op, w.c.dtype, w.gradient, Status::kFail, "the plugin " + o.death});
     first = static_cast<size_t>(o.last_item) + 1;
+    while (w.group >= 0 && first < items.size() && items[first].group == w.group) ++first;  // the group is settled
     if (first >= items.size()) return;
     if (restarts + 1 >= kMaxRestarts) {
       report.add("kernels", "the kernel checks ran to completion", Status::kFail,

@@ -32,6 +32,10 @@ struct KernelTarget {
 struct WorkItem {
   Case c;
   bool gradient = false;
+  // Quick mode: the candidates for one op x dtype share a group (smallest
+  // non-empty first); the first the plugin supports is the one that counts.
+  // -1: a case of its own.
+  int64_t group = -1;
 };
 
 // Runs one item on the device (fallback off: only the plugin's kernels) and,

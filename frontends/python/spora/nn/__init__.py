@@ -18,6 +18,7 @@ signature and training phase); in PYNATIVE_MODE it runs op by op.
 from . import init
 from .cell import Cell, CellList, SequentialCell
 from .clip import ClipByGlobalNorm, global_norm
+from .distributed import DistributedGradReducer
 from .graph_cell import GraphCell
 from .layer.activation import (GELU, LeakyReLU, LogSoftmax, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh,
                                get_activation)
@@ -31,7 +32,7 @@ from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSch
                     WarmupLR)
 
 __all__ = [
-    "init", "Cell", "CellList", "SequentialCell", "GraphCell",
+    "init", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer",
     "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
     "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",

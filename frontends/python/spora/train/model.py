@@ -13,9 +13,10 @@ import time
 
 import numpy as np
 
-from .. import Tensor, value_and_grad
+from .. import Tensor, _parallel, value_and_grad
 from ..nn import _util
 from ..nn.cell import Cell
+from ..nn.distributed import DistributedGradReducer
 from ..nn.loss import WithLossCell
 from .callbacks import CallbackList, CallbackParams, RunContext
 from .metrics import Loss, get_metrics
@@ -86,9 +87,14 @@ class Model:
     def _make_train_step(self, graph):
         net, opt = self.train_network, self.optimizer
         grad_fn = value_and_grad(net, grad_position=None, weights=opt.parameters)
+        # Data parallel (spora.set_auto_parallel_context): gradients are
+        # all-reduced across ranks before the update, inside the step graph.
+        reducer = DistributedGradReducer(opt.parameters) if _parallel.data_parallel() else None
 
         def train_step(*inputs):
             loss, grads = grad_fn(*inputs)
+            if reducer is not None:
+                grads = reducer(grads)
             opt(grads)
             return loss
 

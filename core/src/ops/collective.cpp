@@ -1,0 +1,49 @@
+// Collective ops in graphs: all_reduce(x) over a communicator.
+//
+// Contract: "group" is the id of a live communicator (spora_comm_id), looked
+// up when the plan runs, so a graph may be compiled before the communicator
+// exists; "op" is sum, prod, max, min or mean. y has x's dtype and shape.
+// No plugin kernel exists for it: the scheduler runs it itself through the
+// communicator's collective plugin (sched/executor.cpp), on host-addressable
+// memory, in the device stream's order. Every rank must run the same graph.
+#include "ops/registry.h"
+#include "runtime/collective.h"
+#include "support/error.h"
+
+namespace spora {
+namespace {
+
+void infer_all_reduce(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  const AttrValue* mode = call.attrs.find("op");
+  reduce_op_from_name(mode ? mode->s : "", op.name);
+  if (call.attrs.get_int("group") <= 0)
+    fail(Code::kInvalidArgument, "[{}] group {} is not a communicator id (spora_comm_id gives ids > 0)", op.name,
+         call.attrs.get_int("group"));
+  if (mode->s == "mean" && in[0].dtype == SPORA_DTYPE_BOOL)
+    fail(Code::kInvalidArgument, "[{}] mean of bool is not defined", op.name);
+  call.num_outputs = 1;
+  call.out[0] = in[0];
+  call.result[0] = in[0].shape;
+}
+
+void register_collective_ops(OpRegistry& r) {
+  OpDef d{"all_reduce",
+          {"x"},
+          {"y"},
+          {AttrSpec{"op", AttrType::kString, false, AttrValue::of_string("sum")},
+           AttrSpec{"group", AttrType::kInt, true, {}}},
+          {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16, SPORA_DTYPE_I32, SPORA_DTYPE_I64,
+           SPORA_DTYPE_U8, SPORA_DTYPE_BOOL},
+          infer_all_reduce,
+          "y = op over every rank of the communicator `group` of x (sum, prod, max, min, mean)"};
+  d.in_place = true;  // the plugin reduces in place when y shares x's memory
+  r.add(std::move(d));
+}
+
+}  // namespace
+
+bool is_collective_op(const OpDef& op) { return op.name == "all_reduce"; }
+
+SPORA_OP_FAMILY(register_collective_ops);
+
+}  // namespace spora

@@ -1,0 +1,315 @@
+#include "runtime/collective.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "runtime/context.h"
+#include "runtime/host_services.h"
+#include "support/error.h"
+
+namespace spora {
+namespace {
+
+std::mutex g_comms_mu;
+std::map<int64_t, std::weak_ptr<Communicator>>& comms() {
+  static auto* m = new std::map<int64_t, std::weak_ptr<Communicator>>;
+  return *m;
+}
+std::atomic<int64_t> g_next_id{1};
+
+bool env_int(const char* name, int32_t* out) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return false;
+  char* end = nullptr;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end != '\0' || x < 0 || x > INT32_MAX)
+    fail(Code::kInvalidArgument, "[comm] environment variable {}='{}' is not a rank or size", name, v);
+  *out = static_cast<int32_t>(x);
+  return true;
+}
+
+// A tensor's elements as host memory: the device memory itself on a
+// unified-memory device (after its queued work), else a staged copy that
+// `finish` writes back.
+class HostBuffer {
+ public:
+  HostBuffer(const Tensor& t, bool read) : t_(t) {
+    Device* d = t.device();
+    if (d->unified_memory()) {
+      d->synchronize();
+      ptr_ = reinterpret_cast<void*>(t.data());
+    } else {
+      staged_.resize(t.nbytes());
+      if (read) tensor_read(t, staged_.data(), staged_.size());
+      ptr_ = staged_.data();
+    }
+  }
+  void* ptr() const { return ptr_; }
+  void finish() {
+    if (!staged_.empty()) t_.device()->copy_h2d(t_.data(), staged_.data(), staged_.size());
+  }
+
+ private:
+  const Tensor& t_;
+  void* ptr_ = nullptr;
+  std::vector<char> staged_;
+};
+
+void check_same_dtype(const Tensor& in, const Tensor& out, const char* what) {
+  if (in.dtype != out.dtype)
+    fail(Code::kInvalidArgument, "[comm {}] input is {} but output is {}", what, dtype_name(in.dtype),
+         dtype_name(out.dtype));
+}
+
+}  // namespace
+
+void launcher_rank_size(int32_t* rank, int32_t* size) {
+  static const char* pairs[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"},
+                                   {"SPORA_RANK", "SPORA_WORLD_SIZE"}};
+  for (const auto& p : pairs) {
+    int32_t r = 0, s = 0;
+    const bool has_r = env_int(p[0], &r), has_s = env_int(p[1], &s);
+    if (has_r != has_s) fail(Code::kInvalidArgument, "[comm] {} is set but {} is not", has_r ? p[0] : p[1], has_r ? p[1] : p[0]);
+    if (!has_r) continue;
+    if (s < 1 || r >= s) fail(Code::kInvalidArgument, "[comm] {}={} does not fit {}={}", p[0], r, p[1], s);
+    *rank = r;
+    *size = s;
+    return;
+  }
+  *rank = 0;
+  *size = 1;
+}
+
+int32_t reduce_op_from_name(const std::string& name, const std::string& who) {
+  if (name == "sum") return SPORA_REDUCE_SUM;
+  if (name == "prod") return SPORA_REDUCE_PROD;
+  if (name == "max") return SPORA_REDUCE_MAX;
+  if (name == "min") return SPORA_REDUCE_MIN;
+  if (name == "mean" || name == "avg") return SPORA_REDUCE_AVG;
+  fail(Code::kInvalidArgument, "[{}] unknown reduce op '{}'; expected sum, prod, max, min or mean", who, name);
+}
+
+const char* reduce_op_name(int32_t op) {
+  switch (op) {
+    case SPORA_REDUCE_SUM: return "sum";
+    case SPORA_REDUCE_PROD: return "prod";
+    case SPORA_REDUCE_MAX: return "max";
+    case SPORA_REDUCE_MIN: return "min";
+    case SPORA_REDUCE_AVG: return "mean";
+    default: return "?";
+  }
+}
+
+Communicator::Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend)
+    : plugin_(plugin), api_(plugin->collective_api()), comm_(comm), backend_(std::move(backend)) {
+  std::string v;
+  if (config_lookup("comm.timeout_ms", &v)) {
+    char* end = nullptr;
+    const long long ms = std::strtoll(v.c_str(), &end, 10);
+    if (end == v.c_str() || *end != '\0')
+      fail(Code::kInvalidArgument, "[comm] SPORA_COMM_TIMEOUT_MS='{}' is not a number of milliseconds", v);
+    timeout_ms_.store(ms);
+  }
+}
+
+std::shared_ptr<Communicator> Communicator::adopt(PluginRecord* plugin, spora_comm_t* comm,
+                                                  const std::string& backend) {
+  std::shared_ptr<Communicator> c;
+  try {
+    c.reset(new Communicator(plugin, comm, backend));
+  } catch (...) {
+    if (spora_plugin_error_t* e = plugin->collective_api()->comm_destroy(comm)) e->destroy(e);
+    throw;
+  }
+  c->check(c->api_->comm_rank(comm, &c->rank_, &c->size_), "comm_rank");
+  c->id_ = g_next_id.fetch_add(1);
+  std::lock_guard<std::mutex> lock(g_comms_mu);
+  comms()[c->id_] = c;
+  return c;
+}
+
+std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::string& backend, int32_t rank,
+                                                   int32_t size) {
+  if (rank < 0 || size < 0) launcher_rank_size(&rank, &size);
+  if (size < 1 || rank >= size)
+    fail(Code::kInvalidArgument, "[comm] rank {} does not fit a communicator of size {}", rank, size);
+  PluginEntry* found = nullptr;
+  std::vector<std::string> known;
+  for (const auto& e : ctx.plugins()) {
+    if (e->record->kind() != "collective" || !e->shadowed_by.empty()) continue;
+    if (e->record->loaded()) known.push_back(e->record->name());
+    if (e->record->name() == backend) found = e.get();
+  }
+  if (!found)
+    fail(Code::kNotFound, "[comm] unknown collective backend '{}'; loaded: {}. Install its plugin or set SPORA_PLUGIN_PATH",
+         backend, known.empty() ? std::string("none") : fmt::format("{}", fmt::join(known, ", ")));
+  PluginRecord* rec = found->record;
+  if (!rec->loaded() || !rec->ensure_ready())
+    fail(Code::kUnavailable, "[comm] collective backend '{}' is unavailable: {}", backend, rec->reason());
+  const spora_collective_api_t* api = rec->collective_api();
+  spora_comm_id_t id{};
+  if (!api->get_unique_id)
+    fail(Code::kUnimplemented, "[comm] collective backend '{}' has no get_unique_id", backend);
+  // Each rank makes the id itself: the in-process key-value store cannot
+  // reach other processes, and the backends wired so far (MPI) bootstrap
+  // through their launcher, so their ids are the same everywhere.
+  throw_if_error(api->get_unique_id(&id), "[comm create] backend " + backend);
+  spora_comm_t* comm = nullptr;
+  throw_if_error(api->comm_init(&id, rank, size, -1, &comm), "[comm create] backend " + backend);
+  return adopt(rec, comm, backend);
+}
+
+std::shared_ptr<Communicator> Communicator::find(int64_t id, const std::string& who) {
+  std::lock_guard<std::mutex> lock(g_comms_mu);
+  auto it = comms().find(id);
+  std::shared_ptr<Communicator> c = it == comms().end() ? nullptr : it->second.lock();
+  if (!c)
+    fail(Code::kNotFound, "[{}] no live communicator has id {}; create one (spora_comm_create) and keep it alive", who,
+         id);
+  return c;
+}
+
+Communicator::~Communicator() {
+  {
+    std::lock_guard<std::mutex> lock(g_comms_mu);
+    comms().erase(id_);
+  }
+  if (api_->comm_destroy)
+    if (spora_plugin_error_t* e = api_->comm_destroy(comm_)) e->destroy(e);
+}
+
+void Communicator::check(spora_plugin_error_t* err, const char* what) {
+  throw_if_error(err, fmt::format("[comm {}] backend {}", what, backend_));
+}
+
+void Communicator::abort() {
+  if (!api_->comm_abort) fail(Code::kUnimplemented, "[comm abort] backend {} cannot abort", backend_);
+  check(api_->comm_abort(comm_), "abort");
+}
+
+std::shared_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
+  if (!api_->comm_split) fail(Code::kUnimplemented, "[comm split] backend {} cannot split", backend_);
+  spora_comm_t* out = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->comm_split(comm_, color, key, &out), "split");
+  }
+  if (!out) return nullptr;
+  auto c = adopt(plugin_, out, backend_);
+  c->timeout_ms_.store(timeout_ms_.load());
+  return c;
+}
+
+#define SPORA_NEED_FN(fn)                                                                             \
+  if (!api_->fn) fail(Code::kUnimplemented, "[comm " #fn "] backend {} does not implement " #fn, backend_)
+
+void Communicator::all_reduce_host(const void* send, void* recv, size_t count, DType dtype, int32_t op) {
+  SPORA_NEED_FN(all_reduce);
+  std::lock_guard<std::mutex> lock(call_mu_);
+  check(api_->all_reduce(comm_, send, recv, count, dtype, op, nullptr, timeout()), "all_reduce");
+}
+
+void Communicator::all_reduce(const Tensor& in, const Tensor& out, int32_t op) {
+  check_same_dtype(in, out, "all_reduce");
+  if (in.shape.numel() != out.shape.numel())
+    fail(Code::kInvalidArgument, "[comm all_reduce] input has {} elements but output has {}", in.shape.numel(),
+         out.shape.numel());
+  const bool same = in.buffer == out.buffer && in.offset == out.offset;
+  HostBuffer o(out, same);
+  std::unique_ptr<HostBuffer> i;
+  if (!same) i = std::make_unique<HostBuffer>(in, true);
+  all_reduce_host(same ? o.ptr() : i->ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()), out.dtype, op);
+  o.finish();
+}
+
+void Communicator::all_gather(const Tensor& in, const Tensor& out) {
+  SPORA_NEED_FN(all_gather);
+  check_same_dtype(in, out, "all_gather");
+  if (out.shape.numel() != in.shape.numel() * size_)
+    fail(Code::kInvalidArgument, "[comm all_gather] output has {} elements; it needs size {} x input's {} = {}",
+         out.shape.numel(), size_, in.shape.numel(), in.shape.numel() * size_);
+  HostBuffer i(in, true), o(out, false);
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->all_gather(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel()), in.dtype, nullptr,
+                           timeout()),
+          "all_gather");
+  }
+  o.finish();
+}
+
+void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t op) {
+  SPORA_NEED_FN(reduce_scatter);
+  check_same_dtype(in, out, "reduce_scatter");
+  if (in.shape.numel() != out.shape.numel() * size_)
+    fail(Code::kInvalidArgument, "[comm reduce_scatter] input has {} elements; it needs size {} x output's {} = {}",
+         in.shape.numel(), size_, out.shape.numel(), out.shape.numel() * size_);
+  HostBuffer i(in, true), o(out, false);
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->reduce_scatter(comm_, i.ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()), in.dtype, op,
+                               nullptr, timeout()),
+          "reduce_scatter");
+  }
+  o.finish();
+}
+
+void Communicator::broadcast(const Tensor& t, int32_t root) {
+  SPORA_NEED_FN(broadcast);
+  HostBuffer b(t, rank_ == root);
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->broadcast(comm_, b.ptr(), b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, root, nullptr,
+                          timeout()),
+          "broadcast");
+  }
+  b.finish();
+}
+
+void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
+  SPORA_NEED_FN(all_to_all);
+  check_same_dtype(in, out, "all_to_all");
+  if (in.shape.numel() != out.shape.numel() || in.shape.numel() % size_ != 0)
+    fail(Code::kInvalidArgument,
+         "[comm all_to_all] input ({} elements) and output ({}) must be equal and divisible by size {}",
+         in.shape.numel(), out.shape.numel(), size_);
+  HostBuffer i(in, true), o(out, false);
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->all_to_all(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel() / size_), in.dtype, nullptr,
+                           timeout()),
+          "all_to_all");
+  }
+  o.finish();
+}
+
+void Communicator::send(const Tensor& t, int32_t peer) {
+  SPORA_NEED_FN(send);
+  HostBuffer b(t, true);
+  std::lock_guard<std::mutex> lock(call_mu_);
+  check(api_->send(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout()), "send");
+}
+
+void Communicator::recv(const Tensor& t, int32_t peer) {
+  SPORA_NEED_FN(recv);
+  HostBuffer b(t, false);
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->recv(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout()),
+          "recv");
+  }
+  b.finish();
+}
+
+void Communicator::barrier() {
+  SPORA_NEED_FN(barrier);
+  std::lock_guard<std::mutex> lock(call_mu_);
+  check(api_->barrier(comm_, nullptr, timeout()), "barrier");
+}
+
+#undef SPORA_NEED_FN
+
+}  // namespace spora

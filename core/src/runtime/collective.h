@@ -1,0 +1,82 @@
+// Communicators over collective plugins: creating one from a backend name
+// (and the launcher's environment), staging tensors through host memory
+// when their device has none, and the id registry the graph-mode
+// all_reduce op uses to find its communicator.
+#pragma once
+#include <spora/plugin.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "runtime/tensor.h"
+
+namespace spora {
+
+class Context;
+class PluginRecord;
+struct OpDef;
+
+// Ops the scheduler runs through a communicator instead of a device kernel
+// (all_reduce; ops/collective.cpp).
+bool is_collective_op(const OpDef& op);
+
+class Communicator {
+ public:
+  // Joins the communicator of all ranks over `backend`; rank/size < 0 come
+  // from the launcher's environment (see launcher_rank_size).
+  static std::shared_ptr<Communicator> create(Context& ctx, const std::string& backend, int32_t rank, int32_t size);
+  // The live communicator with this id, or a kNotFound error naming `who`.
+  static std::shared_ptr<Communicator> find(int64_t id, const std::string& who);
+  ~Communicator();
+
+  int32_t rank() const { return rank_; }
+  int32_t size() const { return size_; }
+  int64_t id() const { return id_; }
+  const std::string& backend() const { return backend_; }
+  void set_timeout(int64_t ms) { timeout_ms_.store(ms); }
+  int64_t timeout() const { return timeout_ms_.load(); }
+
+  void abort();  // any thread
+  std::shared_ptr<Communicator> split(int32_t color, int32_t key);
+
+  void all_reduce(const Tensor& in, const Tensor& out, int32_t op);
+  void all_gather(const Tensor& in, const Tensor& out);
+  void reduce_scatter(const Tensor& in, const Tensor& out, int32_t op);
+  void broadcast(const Tensor& t, int32_t root);
+  void all_to_all(const Tensor& in, const Tensor& out);
+  void send(const Tensor& t, int32_t peer);
+  void recv(const Tensor& t, int32_t peer);
+  void barrier();
+
+  // all_reduce over host memory the caller owns (the scheduler's host step).
+  void all_reduce_host(const void* send, void* recv, size_t count, DType dtype, int32_t op);
+
+ private:
+  Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend);
+  static std::shared_ptr<Communicator> adopt(PluginRecord* plugin, spora_comm_t* comm, const std::string& backend);
+  void check(spora_plugin_error_t* err, const char* what);
+
+  PluginRecord* plugin_;
+  const spora_collective_api_t* api_;
+  spora_comm_t* comm_;
+  std::string backend_;
+  int32_t rank_ = 0, size_ = 1;
+  int64_t id_ = 0;
+  std::atomic<int64_t> timeout_ms_{-1};
+  std::mutex call_mu_;  // the contract: one thread at a time per communicator
+};
+
+// Rank and size from the launcher's environment: OMPI_COMM_WORLD_RANK/SIZE
+// (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Slurm), SPORA_RANK/SPORA_WORLD_SIZE;
+// 0 and 1 when none is set. Throws kInvalidArgument for malformed values.
+void launcher_rank_size(int32_t* rank, int32_t* size);
+
+// "sum", "prod", "max", "min", "mean"/"avg" -> SPORA_REDUCE_*; throws
+// kInvalidArgument naming `who` otherwise.
+int32_t reduce_op_from_name(const std::string& name, const std::string& who);
+const char* reduce_op_name(int32_t op);
+
+}  // namespace spora

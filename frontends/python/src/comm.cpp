@@ -1,0 +1,109 @@
+// spora._C.Comm: a communicator (spora_comm_*) for spora.communication.
+// Calls release the GIL: they wait for the other ranks, and a thread of
+// this process may need to abort them meanwhile.
+#include <nanobind/stl/string.h>
+
+#include "common.h"
+
+namespace spora_py {
+
+namespace {
+
+struct PyComm {
+  spora_communicator_t* c = nullptr;
+  std::string backend;
+  ~PyComm() { spora_comm_free(c); }
+};
+
+spora_tensor_t* concrete(nb::handle h, const char* what) {
+  if (!is_tensor(h)) raise_type_error(std::string("[communication] ") + what + " must be a Tensor");
+  PyTensor* p = as_tensor(h);
+  if (!p->t) raise_untraceable(*p, "a collective outside a jit graph");
+  return p->t.get();
+}
+
+spora_reduce_op_t op_from(const std::string& op) {
+  if (op == "sum") return SPORA_REDUCE_SUM;
+  if (op == "prod") return SPORA_REDUCE_PROD;
+  if (op == "max") return SPORA_REDUCE_MAX;
+  if (op == "min") return SPORA_REDUCE_MIN;
+  if (op == "mean" || op == "avg") return SPORA_REDUCE_AVG;
+  raise_value_error("[communication] unknown reduce op '" + op + "'; expected sum, prod, max, min or mean");
+}
+
+PyComm& live(PyComm& c) {
+  if (!c.c) raise_value_error("[communication] the communicator was released; call spora.communication.init()");
+  return c;
+}
+
+template <class F>
+void call(F&& f) {
+  spora_status_t s;
+  {
+    nb::gil_scoped_release nogil;
+    s = f();
+  }
+  check(s);
+}
+
+}  // namespace
+
+void bind_comm(nb::module_& m) {
+  nb::class_<PyComm>(m, "Comm", "A communicator over a collective backend (spora_communicator_t).")
+      .def(
+          "__init__",
+          [](PyComm* self, const std::string& backend, int32_t rank, int32_t size) {
+            new (self) PyComm();
+            self->backend = backend;
+            spora_context_t* ctx = context();
+            call([&] { return spora_comm_create(ctx, backend.c_str(), rank, size, &self->c); });
+          },
+          nb::arg("backend"), nb::arg("rank") = -1, nb::arg("size") = -1)
+      .def_prop_ro("rank", [](PyComm& c) {
+        int32_t r = 0;
+        check(spora_comm_rank(live(c).c, &r, nullptr));
+        return r;
+      })
+      .def_prop_ro("size", [](PyComm& c) {
+        int32_t s = 0;
+        check(spora_comm_rank(live(c).c, nullptr, &s));
+        return s;
+      })
+      .def_prop_ro("id", [](PyComm& c) {
+        int64_t i = 0;
+        check(spora_comm_id(live(c).c, &i));
+        return i;
+      })
+      .def_ro("backend", &PyComm::backend)
+      .def("set_timeout", [](PyComm& c, int64_t ms) { check(spora_comm_set_timeout(live(c).c, ms)); })
+      .def("abort", [](PyComm& c) { check(spora_comm_abort(live(c).c)); })
+      .def("release", [](PyComm& c) {
+        spora_comm_free(c.c);
+        c.c = nullptr;
+      })
+      .def("all_reduce",
+           [](PyComm& c, nb::handle x, nb::handle out, const std::string& op) {
+             spora_tensor_t *i = concrete(x, "input"), *o = concrete(out, "output");
+             const spora_reduce_op_t r = op_from(op);
+             call([&] { return spora_comm_all_reduce(live(c).c, i, o, r); });
+           })
+      .def("all_gather",
+           [](PyComm& c, nb::handle x, nb::handle out) {
+             spora_tensor_t *i = concrete(x, "input"), *o = concrete(out, "output");
+             call([&] { return spora_comm_all_gather(live(c).c, i, o); });
+           })
+      .def("reduce_scatter",
+           [](PyComm& c, nb::handle x, nb::handle out, const std::string& op) {
+             spora_tensor_t *i = concrete(x, "input"), *o = concrete(out, "output");
+             const spora_reduce_op_t r = op_from(op);
+             call([&] { return spora_comm_reduce_scatter(live(c).c, i, o, r); });
+           })
+      .def("broadcast",
+           [](PyComm& c, nb::handle x, int32_t root) {
+             spora_tensor_t* t = concrete(x, "tensor");
+             call([&] { return spora_comm_broadcast(live(c).c, t, root); });
+           })
+      .def("barrier", [](PyComm& c) { call([&] { return spora_comm_barrier(live(c).c); }); });
+}
+
+}  // namespace spora_py

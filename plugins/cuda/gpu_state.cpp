@@ -1,0 +1,146 @@
+#include "gpu_state.h"
+
+#include <string>
+
+#include "error.h"
+#if !defined(SPORA_GPU_HIP)
+#include "gpu_blas.h"
+#endif
+
+namespace spora::gpu {
+
+std::atomic<const spora_host_t*> g_host{nullptr};
+
+namespace {
+
+// Created by initialize (host thread, once), deleted by shutdown (host
+// thread, at exit); table functions only read the pointer.
+std::atomic<State*> g_state{nullptr};
+
+int32_t code_of(cudaError_t e) {
+  switch (e) {
+    case cudaErrorMemoryAllocation: return SPORA_PLUGIN_OUT_OF_MEMORY;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver: return SPORA_PLUGIN_UNAVAILABLE;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevice: return SPORA_PLUGIN_INVALID_ARGUMENT;
+    default: return SPORA_PLUGIN_INTERNAL;
+  }
+}
+
+std::string arch_of(const cudaDeviceProp& p) {
+#if defined(SPORA_GPU_HIP)
+  // "gfx90a:sramecc+:xnack-": the target id without its feature flags.
+  const std::string id = p.gcnArchName;
+  return id.substr(0, id.find(':'));
+#else
+  return "sm_" + std::to_string(p.major) + std::to_string(p.minor);
+#endif
+}
+
+}  // namespace
+
+void host_log(int32_t level, const std::string& message) {
+  const spora_host_t* host = g_host.load(std::memory_order_acquire);
+  if (host && SPORA_STRUCT_HAS(host, spora_host_t, services) && host->services &&
+      SPORA_STRUCT_HAS(host->services, spora_host_services_t, log) && host->services->log)
+    host->services->log(host->services->ctx, level, kPluginName, message.c_str());
+}
+
+spora_plugin_error_t* plugin_error(int32_t code, const std::string& message) {
+  return spora::plugin::make_error(code, std::string("[") + kPluginName + "] " + message);
+}
+
+spora_plugin_error_t* runtime_error(const std::string& what, cudaError_t e) {
+  return plugin_error(code_of(e), what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+spora_plugin_error_t* create_state() {
+  if (g_state.load(std::memory_order_acquire)) return nullptr;  // initialize is called once; be idempotent anyway
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return runtime_error(std::string("no device: cudaGetDeviceCount failed"), e);
+  if (count <= 0)
+    return plugin_error(SPORA_PLUGIN_UNAVAILABLE, std::string("no device: the ") + kRuntimeName + " runtime found 0 devices");
+  auto state = std::make_unique<State>();
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaError_t pe = cudaGetDeviceProperties(&prop, d); pe != cudaSuccess)
+      return runtime_error("cudaGetDeviceProperties(" + std::to_string(d) + ")", pe);
+    Device dev;
+    dev.name = prop.name;
+    dev.arch = arch_of(prop);
+    dev.memory_bytes = prop.totalGlobalMem;
+    dev.compute_units = prop.multiProcessorCount;
+    state->devices.push_back(std::move(dev));
+  }
+  host_log(SPORA_LOG_INFO, std::string(kRuntimeName) + ": " + std::to_string(count) + " device(s), first " +
+                               state->devices[0].name + " (" + state->devices[0].arch + ")");
+#if !defined(SPORA_GPU_HIP)
+  // Optional: without cuBLAS every matmul runs the plugin's own GEMM.
+  if (const std::string why = blas::load(); !why.empty())
+    host_log(SPORA_LOG_WARN, "cuBLAS not loaded (" + why + "): matmul uses the plugin's own GEMM kernel");
+  else
+    host_log(SPORA_LOG_INFO, "cuBLAS loaded: f32/f64 matmul uses cublas[SD]gemmStridedBatched");
+#endif
+  g_state.store(state.release(), std::memory_order_release);
+  return nullptr;
+}
+
+void destroy_state() {
+  State* state = g_state.exchange(nullptr, std::memory_order_acq_rel);
+  if (!state) return;
+  // Streams first (their work may use events and kernels' buffers).
+  for (const auto& s : state->streams.all()) {
+    (void)cudaSetDevice(s->device);  // a failure shows in the calls below
+    (void)cudaStreamSynchronize(s->stream);  // at exit: nothing left to report to
+    (void)cudaStreamDestroy(s->stream);
+  }
+  for (const auto& ev : state->events.all()) {
+    (void)cudaSetDevice(ev->device);  // a failure shows in the call below
+    (void)cudaEventDestroy(ev->event);
+  }
+#if !defined(SPORA_GPU_HIP)
+  blas::unload();
+#endif
+  delete state;
+}
+
+spora_plugin_error_t* get_state(State** out) {
+  State* state = g_state.load(std::memory_order_acquire);
+  if (!state) return plugin_error(SPORA_PLUGIN_UNAVAILABLE, "not initialized (initialize failed or was not called)");
+  *out = state;
+  return nullptr;
+}
+
+spora_plugin_error_t* use_device(const char* what, int32_t device) {
+  State* state = nullptr;
+  if (auto* err = get_state(&state)) return err;
+  if (device < 0 || device >= static_cast<int32_t>(state->devices.size()))
+    return plugin_error(SPORA_PLUGIN_NOT_FOUND, std::string(what) + ": no device " + std::to_string(device) + " (" +
+                                                    std::to_string(state->devices.size()) + " present)");
+  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return runtime_error(std::string(what) + ": cudaSetDevice", e);
+  return nullptr;
+}
+
+spora_plugin_error_t* get_stream(const char* what, spora_stream_t* handle, std::shared_ptr<Stream>* out) {
+  State* state = nullptr;
+  if (auto* err = get_state(&state)) return err;
+  auto s = state->streams.find(handle);
+  if (!s) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string(what) + ": " + (handle ? "unknown or destroyed stream" : "stream is NULL"));
+  if (cudaError_t e = cudaSetDevice(s->device); e != cudaSuccess) return runtime_error(std::string(what) + ": cudaSetDevice", e);
+  *out = std::move(s);
+  return nullptr;
+}
+
+spora_plugin_error_t* get_event(const char* what, spora_event_t* handle, std::shared_ptr<Event>* out) {
+  State* state = nullptr;
+  if (auto* err = get_state(&state)) return err;
+  auto ev = state->events.find(handle);
+  if (!ev) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string(what) + ": " + (handle ? "unknown or destroyed event" : "event is NULL"));
+  if (cudaError_t e = cudaSetDevice(ev->device); e != cudaSuccess) return runtime_error(std::string(what) + ": cudaSetDevice", e);
+  *out = std::move(ev);
+  return nullptr;
+}
+
+}  // namespace spora::gpu

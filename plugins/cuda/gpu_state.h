@@ -1,0 +1,69 @@
+// Process-wide state of the CUDA/ROCm plugin: the devices found at
+// initialize, the live streams, events and kernels, and the helpers every
+// table function starts with. Nothing exists before initialize: probe and
+// entry touch no driver.
+#pragma once
+#include <spora/plugin.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gpu_kernel.h"
+#include "gpu_runtime.h"
+#include "handle_table.h"
+
+namespace spora::gpu {
+
+struct Device {
+  std::string name;  // from the driver
+  std::string arch;  // "sm_90", "gfx90a"
+  uint64_t memory_bytes = 0;
+  int32_t compute_units = 0;
+};
+
+struct Stream {
+  int32_t device = 0;
+  cudaStream_t stream = nullptr;
+};
+
+struct Event {
+  int32_t device = 0;
+  cudaEvent_t event = nullptr;
+};
+
+struct Kernel {
+  int32_t device = 0;
+  GpuPlan plan;
+};
+
+struct State {
+  std::vector<Device> devices;
+  spora::plugin::HandleTable<Stream> streams;
+  spora::plugin::HandleTable<Event> events;
+  spora::plugin::HandleTable<Kernel> kernels;
+};
+
+// Set by spora_plugin_entry_v1; the host keeps it valid for the process.
+extern std::atomic<const spora_host_t*> g_host;
+
+void host_log(int32_t level, const std::string& message);
+
+// "[cuda] <what>: cudaErrorX (message)" with a plugin code that fits the
+// runtime's error (out of memory, unavailable, invalid argument, internal).
+spora_plugin_error_t* runtime_error(const std::string& what, cudaError_t e);
+// An error of `code` whose message starts with "[cuda] " / "[rocm] ".
+spora_plugin_error_t* plugin_error(int32_t code, const std::string& message);
+
+// initialize / shutdown.
+spora_plugin_error_t* create_state();
+void destroy_state();
+
+spora_plugin_error_t* get_state(State** out);
+// Validates `device` and makes it current on the calling thread.
+spora_plugin_error_t* use_device(const char* what, int32_t device);
+spora_plugin_error_t* get_stream(const char* what, spora_stream_t* handle, std::shared_ptr<Stream>* out);
+spora_plugin_error_t* get_event(const char* what, spora_event_t* handle, std::shared_ptr<Event>* out);
+
+}  // namespace spora::gpu

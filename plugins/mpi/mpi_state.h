@@ -1,0 +1,66 @@
+// State shared by the OpenMPI collective plugin's files: the process-wide
+// MPI setup, the communicator object, and the polling wait that gives every
+// call a timeout and lets comm_abort stop it from another thread.
+#pragma once
+#include <mpi.h>
+#include <spora/plugin.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "error.h"
+
+struct spora_comm {
+  MPI_Comm comm = MPI_COMM_NULL;
+  int rank = 0;
+  int size = 1;
+  // Set by comm_abort (any thread) and checked by every poll loop.
+  std::atomic<bool> aborted{false};
+  // Set when a call timed out: MPI cannot cancel a started collective, so the
+  // communicator's call order is broken for good and later calls must fail.
+  std::mutex mu;
+  std::string broken;  // the first failure, empty while healthy
+  // Requests abandoned by a timeout or abort. MPI keeps writing into their
+  // buffers if the peers ever arrive, so they are never freed or waited on.
+  std::vector<MPI_Request> abandoned;
+};
+
+namespace spora::mpi {
+
+using spora::plugin::make_error;
+
+// Whether MPI calls must be serialised by the plugin: true when the library
+// gave less than MPI_THREAD_MULTIPLE.
+std::unique_lock<std::mutex> mpi_lock();
+
+// Waits for `req`, testing it until it completes, the communicator is
+// aborted, or `timeout_ms` (< 0: forever) passes. On failure the request is
+// abandoned, the communicator marked broken, and the error names `what`.
+spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what, int64_t timeout_ms);
+
+// An error for a communicator that is aborted or broken, else null.
+spora_plugin_error_t* check_usable(spora_comm_t* comm, const char* what);
+
+// Turns an MPI return code into an error naming `what`; null for MPI_SUCCESS.
+spora_plugin_error_t* mpi_error(int rc, const char* what);
+
+bool initialized();
+
+// Collective entry points (mpi_ops.cpp).
+spora_plugin_error_t* all_reduce(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
+spora_plugin_error_t* all_gather(spora_comm_t*, const void*, void*, size_t, int32_t, void*, int64_t);
+spora_plugin_error_t* reduce_scatter(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
+spora_plugin_error_t* broadcast(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
+spora_plugin_error_t* all_to_all(spora_comm_t*, const void*, void*, size_t, int32_t, void*, int64_t);
+spora_plugin_error_t* send(spora_comm_t*, const void*, size_t, int32_t, int32_t, void*, int64_t);
+spora_plugin_error_t* recv(spora_comm_t*, void*, size_t, int32_t, int32_t, void*, int64_t);
+spora_plugin_error_t* barrier(spora_comm_t*, void*, int64_t);
+
+// Reduction ops for 16-bit floats (created at initialize).
+void create_half_ops();
+void free_half_ops();
+
+}  // namespace spora::mpi
