@@ -27,6 +27,16 @@ class JitFallbackWarning(UserWarning):
 
 _EAGER = object()
 
+# The lowest optimisation level the function being traced needs (spora.amp:
+# cells left to the core's mixed_precision pass ask for level 2 while they
+# are traced). Reset at the start of each trace.
+_requested_level = [0]
+
+
+def request_level(level):
+    """Called during a trace: compile the traced graph at `level` or above."""
+    _requested_level[0] = max(_requested_level[0], int(level))
+
 
 class _Entry:
     __slots__ = ("exe", "weights", "weight_sigs", "out_def", "out_static", "n_out", "assigned", "graph_text",
@@ -162,6 +172,7 @@ class JitFunction:
                 else:
                     sym.append(x)
             targs, tkwargs = _tree.unflatten(treedef, sym)
+            _requested_level[0] = 0
             _C.push_trace(trace)
             try:
                 out = self.fn(*targs, **tkwargs)
@@ -183,6 +194,7 @@ class JitFunction:
             values += [state.value(v) for _, v in state.assigned.values()]
             graph.set_outputs(values)
             level = self.level if self.level is not None else _context.get_context("jit_level")
+            level = max(level, _requested_level[0])
             graph.optimize(level)
             entry = _Entry()
             entry.graph_text = None

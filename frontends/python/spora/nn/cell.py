@@ -12,7 +12,7 @@ parameters are enumerated; checkpoints and exported models use these names.
 from collections import OrderedDict
 
 from .. import Parameter
-from . import _util
+from . import _amp, _util
 
 
 class Cell:
@@ -28,6 +28,12 @@ class Cell:
         # in this cell's parent (wrappers such as WithLossCell keep the
         # backbone's names, so its checkpoints load into the bare network).
         object.__setattr__(self, "_auto_prefix", bool(auto_prefix))
+        # Mixed precision (spora.amp): the dtype to_float asked for, the one
+        # auto_mixed_precision chose, and the dtype this cell is running in
+        # right now (Parameters read inside construct are cast to it).
+        object.__setattr__(self, "_amp_dtype", None)
+        object.__setattr__(self, "_amp_auto", None)
+        object.__setattr__(self, "_amp_active", None)
 
     # -- registration -------------------------------------------------------
     def _check_init(self, what):
@@ -69,7 +75,10 @@ class Cell:
         # the registries, not in __dict__, so there is one place to enumerate.
         d = self.__dict__
         if "_params" in d and name in d["_params"]:
-            return d["_params"][name]
+            p = d["_params"][name]
+            if d.get("_amp_active") is not None:
+                return _amp.param_view(p, d["_amp_active"])
+            return p
         if "_cells" in d and name in d["_cells"]:
             return d["_cells"][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
@@ -179,19 +188,40 @@ class Cell:
     def construct(self, *inputs, **kwargs):
         raise NotImplementedError(f"[Cell] {type(self).__name__} does not implement construct()")
 
+    def to_float(self, dst_type):
+        """Runs this cell and every descendant in `dst_type` (spora.float16,
+        spora.bfloat16, or spora.float32 to keep a sub-cell in f32 inside a
+        low-precision network): floating inputs are cast to it on entry and
+        trainable floating Parameters are read as casts of themselves (the
+        Parameters stay f32, the master copies the optimizer updates, and
+        their gradients arrive in f32). Floating outputs are cast back to
+        the dtype the cell was called with, so the rest of the network sees
+        the dtype it expects. Returns self."""
+        dt = _amp.check_dtype(dst_type, "Cell.to_float", allow_f32=True)
+        for _, c in self.cells_and_names():
+            object.__setattr__(c, "_amp_dtype", dt)
+        return self
+
     def __call__(self, *args, **kwargs):
         if kwargs or not _util.graph_mode() or _util.is_tracing():
-            return self.construct(*args, **kwargs)
+            if self._amp_dtype is None and self._amp_auto is None:
+                return self.construct(*args, **kwargs)
+            return _amp.call(self, args, kwargs)
         return self._graph_call(args)
+
+    def _amp_construct(self, *args):
+        return _amp.call(self, args, {})
 
     def _graph_call(self, args):
         # One compiled function per training phase of the whole tree (the
-        # phase changes what construct traces: dropout, batch statistics);
-        # the jit object itself caches by input signature.
-        phase = tuple(c.training for _, c in self.cells_and_names())
+        # phase changes what construct traces: dropout, batch statistics)
+        # and mixed-precision setting; the jit object itself caches by input
+        # signature.
+        phase = tuple((c.training, c._amp_dtype, c._amp_auto) for _, c in self.cells_and_names())
         fn = self._graph_fns.get(phase)
         if fn is None:
-            fn = _util.jit(self.construct)
+            amp = self._amp_dtype is not None or self._amp_auto is not None
+            fn = _util.jit(self._amp_construct if amp else self.construct)
             self._graph_fns[phase] = fn
         _util.before_graph_run(self)
         return fn(*args)

@@ -60,11 +60,22 @@ class Model:
     metrics: names ({"accuracy", "loss"}), Metric objects, or a dict of them,
     computed by eval() and, with valid_dataset, after each training epoch.
     eval_network: optional Cell(data, label) -> (logits, loss) used by eval.
+    amp_level: "O0" (default) to "O3", mixed precision in amp_dtype (default
+    bf16 on cpu), see spora.amp. loss_scale_manager: a
+    spora.amp.FixedLossScaleManager / DynamicLossScaleManager (default:
+    dynamic for f16, none for bf16, which has f32's range).
     """
 
-    def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None):
+    def __init__(self, network, loss_fn=None, optimizer=None, metrics=None, eval_network=None, amp_level="O0",
+                 loss_scale_manager=None, amp_dtype=None):
         if not isinstance(network, Cell):
             raise TypeError(f"[Model] network must be an nn.Cell, got {type(network).__name__}")
+        from .. import amp
+        amp._check_level(amp_level, "Model")
+        if amp_level != "O0":
+            amp.auto_mixed_precision(network, amp_level, amp_dtype)
+        self.amp_level = amp_level
+        self.loss_scale_manager = amp.resolve_loss_scale_manager(network, amp_level, loss_scale_manager)
         self.network = network
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -86,10 +97,13 @@ class Model:
 
     def _make_train_step(self, graph):
         net, opt = self.train_network, self.optimizer
-        grad_fn = value_and_grad(net, grad_position=None, weights=opt.parameters)
         # Data parallel (spora.set_auto_parallel_context): gradients are
         # all-reduced across ranks before the update, inside the step graph.
         reducer = DistributedGradReducer(opt.parameters) if _parallel.data_parallel() else None
+        if self.loss_scale_manager is not None:
+            from ..amp import TrainOneStepWithLossScale
+            return TrainOneStepWithLossScale(net, opt, self.loss_scale_manager, grad_reducer=reducer)
+        grad_fn = value_and_grad(net, grad_position=None, weights=opt.parameters)
 
         def train_step(*inputs):
             loss, grads = grad_fn(*inputs)
