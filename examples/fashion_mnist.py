@@ -4,7 +4,8 @@
     python examples/fashion_mnist.py [--epochs 4] [--out-dir fashion_mnist_out]
 
 1. reads the IDX files of Debian's dataset-fashion-mnist
-   (/usr/share/datasets/fashion-mnist; no download),
+   (/usr/share/datasets/fashion-mnist; no download) through spora.dataset's
+   C++ pipeline (FashionMnistDataset, map on workers, batch, prefetch),
 2. trains in GRAPH_MODE on cpu -- each step (forward, loss, gradients, Adam
    update) is one compiled graph -- with a progress bar,
 3. evaluates on the 10,000 test images after every epoch and fails (exit 1)
@@ -28,7 +29,8 @@ import numpy as np
 
 import spora
 from spora import nn
-from spora.dataset import NumpySlicesDataset, load_fashion_mnist
+import spora.dataset as ds
+from spora.dataset import NumpySlicesDataset, load_fashion_mnist, vision
 from spora.train import History, LossMonitor, Model
 
 TARGET_ACCURACY = 0.89
@@ -163,13 +165,25 @@ def main():
     spora.set_context(mode=spora.GRAPH_MODE, device_target="cpu")
     nn.init.set_seed(args.seed)
 
-    x_train, y_train = load_fashion_mnist("train", root=args.data_dir)
+    # The training data flows through spora.dataset's C++ pipeline: IDX
+    # decode, a new order each epoch, rescale to [0, 1] and HWC -> CHW on two
+    # workers, batching, prefetch. The test images are also kept as arrays
+    # for the checkpoint and C API checks below.
     x_test, y_test = load_fashion_mnist("test", root=args.data_dir)
+    ds.config.set_seed(args.seed)
+    to_net = [vision.Rescale(1.0 / 255.0, 0.0), vision.HWC2CHW()]
     if args.limit:
-        x_train, y_train = x_train[:args.limit], y_train[:args.limit]
-    print(f"Fashion-MNIST: {len(x_train)} training and {len(x_test)} test images")
-    train = NumpySlicesDataset((x_train, y_train), shuffle=True, seed=args.seed).batch(args.batch_size)
-    test = NumpySlicesDataset((x_test, y_test)).batch(1000)
+        x_train, y_train = load_fashion_mnist("train", root=args.data_dir)
+        train = NumpySlicesDataset((x_train[:args.limit], y_train[:args.limit]), shuffle=True,
+                                   seed=args.seed).batch(args.batch_size)
+        n_train = min(args.limit, len(x_train))
+    else:
+        train = ds.FashionMnistDataset(args.data_dir, usage="train", shuffle=True)
+        n_train = train.get_dataset_size()
+        train = train.map(to_net, input_columns="image", num_parallel_workers=2).batch(args.batch_size)
+    test = ds.FashionMnistDataset(args.data_dir, usage="test", shuffle=False)
+    test = test.map(to_net, input_columns="image", num_parallel_workers=2).batch(1000)
+    print(f"Fashion-MNIST: {n_train} training and {len(x_test)} test images")
 
     net = LeNet()
     steps = args.epochs * len(train)
@@ -182,7 +196,7 @@ def main():
     train_time = time.perf_counter() - t0
     per_epoch = history.history
     accuracy = per_epoch["eval_accuracy"][-1]
-    samples = args.epochs * len(x_train)
+    samples = args.epochs * n_train
     print(f"training: {train_time:.1f} s, {samples / train_time:,.0f} samples/s "
           f"(including {args.epochs} test passes)")
     print(f"test accuracy: {100 * accuracy:.2f}% (target {100 * TARGET_ACCURACY:.0f}%)")

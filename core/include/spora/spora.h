@@ -673,6 +673,101 @@ SPORA_API spora_status_t spora_comm_send(spora_communicator_t* comm, const spora
 SPORA_API spora_status_t spora_comm_recv(spora_communicator_t* comm, spora_tensor_t* tensor, int32_t peer);
 SPORA_API spora_status_t spora_comm_barrier(spora_communicator_t* comm);
 
+/* ------------------------------------------------------------------------ */
+/* Data pipeline (MindData)                                                 */
+/* ------------------------------------------------------------------------ */
+/* A dataset is an immutable description: a source (IDX files or in-memory
+ * arrays), then shuffle / map / batch / repeat steps, each returning a new
+ * handle (the input stays usable and must still be freed). An iterator
+ * runs one epoch: a producer thread pulls the steps, map() transforms rows
+ * on a worker pool, and finished rows (batches) wait in a bounded queue.
+ * Rows are sequences of named columns; each row comes out as one new
+ * tensor per column on the iterator's device.
+ *
+ * Determinism: all randomness (source shuffle, shuffle(), random
+ * transforms) is Philox keyed by (seed, epoch, position), so an epoch's
+ * output is a pure function of the dataset, the seeds and the epoch number,
+ * whatever the number of workers.
+ *
+ * Errors (SPORA_ERROR_INVALID_ARGUMENT unless said otherwise) name the file
+ * or step: a truncated or garbled IDX file, files or arrays with different
+ * sample counts, a batch whose rows differ in shape (reported by
+ * spora_dataset_iter_next), an unknown column. */
+
+typedef struct spora_dataset spora_dataset_t;
+typedef struct spora_transform spora_transform_t;
+typedef struct spora_dataset_iter spora_dataset_iter_t;
+
+/* A source with one column per IDX file (plain or gzip; MNIST and
+ * Fashion-MNIST ship in this format), named `names[i]`. `dtypes` may be
+ * NULL; else dtypes[i] converts column i on load (SPORA_DTYPE_INVALID keeps
+ * the file's type: u8 stays u8, i8/i16/i32 become i32). Files are read
+ * whole now. A missing file is SPORA_ERROR_NOT_FOUND. */
+SPORA_API spora_status_t spora_dataset_from_idx(const char* const* paths, const char* const* names,
+                                                const spora_dtype_t* dtypes, size_t n, spora_dataset_t** out);
+/* A source over copies of `n` tensors (any device), column i named
+ * `names[i]`; all must have the same first dimension (the sample count). */
+SPORA_API spora_status_t spora_dataset_from_tensors(spora_tensor_t* const* tensors, const char* const* names,
+                                                    size_t n, spora_dataset_t** out);
+/* The source `source` with a sampler: with `shuffle`, a new permutation of
+ * all samples each epoch (keyed by seed and epoch, the same on every shard);
+ * shard `shard_id` of `num_shards` takes every num_shards-th sample of that
+ * order, starting at shard_id. The order is padded by wrapping around so
+ * every shard has ceil(n / num_shards) samples; shards are disjoint when
+ * num_shards divides n. `source` must be a source dataset. */
+SPORA_API spora_status_t spora_dataset_sampler(const spora_dataset_t* source, int32_t shuffle, uint64_t seed,
+                                               int64_t num_shards, int64_t shard_id, spora_dataset_t** out);
+/* Buffered shuffle (buffer_size >= 2): each output is a random row of a
+ * buffer refilled from the input; buffer_size >= the row count gives a
+ * uniform permutation. */
+SPORA_API spora_status_t spora_dataset_shuffle(const spora_dataset_t* ds, int64_t buffer_size, uint64_t seed,
+                                               spora_dataset_t** out);
+/* A built-in per-sample transform. Names and attributes (images are HWC or
+ * HW, as MindSpore's vision ops take them):
+ *   "type_cast"  dtype (string "f32", "i32", ...)
+ *   "rescale"    rescale (float), shift (float, 0): x * rescale + shift as f32
+ *   "normalize"  mean, std (floats: one per channel, or one), is_hwc (bool, true): (x - mean) / std as f32
+ *   "one_hot"    num_classes (int): scalar integer label -> (num_classes,) of its dtype
+ *   "hwc2chw"    HWC -> CHW (HW -> 1HW)
+ *   "random_horizontal_flip"  prob (float, 0.5)
+ *   "random_crop" size (ints [h, w] or [s]), padding (ints [p], [lr, tb] or [l, t, r, b]), fill_value (int, 0)
+ * `attrs` may be NULL. An unknown name is SPORA_ERROR_NOT_FOUND. */
+SPORA_API spora_status_t spora_transform_create(const char* name, const spora_attrs_t* attrs,
+                                                spora_transform_t** out);
+/* NULL is a no-op. Datasets using the transform keep it alive. */
+SPORA_API spora_status_t spora_transform_free(spora_transform_t* transform);
+/* Applies `ops` in order to each of the named columns (num_columns 0: the
+ * first column) on `num_workers` threads (1..256). Random ops draw from
+ * (seed, epoch, row number, the op's place in the pipeline). */
+SPORA_API spora_status_t spora_dataset_map(const spora_dataset_t* ds, spora_transform_t* const* ops, size_t num_ops,
+                                           const char* const* columns, size_t num_columns, int32_t num_workers,
+                                           uint64_t seed, spora_dataset_t** out);
+/* Stacks batch_size rows (a leading batch dimension); the last, smaller
+ * batch is kept unless drop_remainder. */
+SPORA_API spora_status_t spora_dataset_batch(const spora_dataset_t* ds, int64_t batch_size, int32_t drop_remainder,
+                                             spora_dataset_t** out);
+/* The input `count` (>= 1) times per epoch, each pass reshuffled. */
+SPORA_API spora_status_t spora_dataset_repeat(const spora_dataset_t* ds, int64_t count, spora_dataset_t** out);
+/* NULL is a no-op. Iterators keep what they run alive. */
+SPORA_API spora_status_t spora_dataset_free(spora_dataset_t* ds);
+/* Rows (batches after batch()) one epoch yields, exactly. */
+SPORA_API spora_status_t spora_dataset_size(const spora_dataset_t* ds, int64_t* out);
+SPORA_API spora_status_t spora_dataset_num_columns(const spora_dataset_t* ds, size_t* out);
+/* Borrowed, valid while `ds` lives. */
+SPORA_API spora_status_t spora_dataset_column_name(const spora_dataset_t* ds, size_t index, const char** out);
+/* Starts epoch `epoch` of `ds`, producing tensors on `device`, keeping up
+ * to `prefetch` (1..1024) rows ready ahead of the caller. */
+SPORA_API spora_status_t spora_dataset_iter_create(const spora_dataset_t* ds, spora_device_t* device, uint64_t epoch,
+                                                   int32_t prefetch, spora_dataset_iter_t** out);
+/* Writes the next row's tensors (one per column, new handles the caller
+ * frees) to `outs` (`capacity` >= the column count) and sets *has_row = 1;
+ * at the end of the epoch sets *has_row = 0. A pipeline error is returned
+ * here, naming the file or step. */
+SPORA_API spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spora_tensor_t** outs, size_t capacity,
+                                                 int32_t* has_row);
+/* Stops the pipeline (mid-epoch is fine). NULL is a no-op. */
+SPORA_API spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -10,6 +10,7 @@
 #include <spora/spora.h>
 
 #include <initializer_list>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -659,6 +660,133 @@ class Communicator {
 
  private:
   spora_communicator_t* c_ = nullptr;
+};
+
+// -- Data pipeline (spora_dataset_*) ---------------------------------------
+// Datasets and transforms are immutable and shared: copies share the handle.
+
+// A built-in per-sample transform (see spora_transform_create).
+class Transform {
+ public:
+  explicit Transform(const char* name, const Attrs* attrs = nullptr) {
+    spora_transform_t* t = nullptr;
+    check(spora_transform_create(name, attrs ? attrs->get() : nullptr, &t));
+    t_.reset(t, [](spora_transform_t* p) { spora_transform_free(p); });
+  }
+  spora_transform_t* get() const noexcept { return t_.get(); }
+
+ private:
+  std::shared_ptr<spora_transform_t> t_;
+};
+
+// One epoch of a dataset; next() fills one tensor per column.
+class DatasetIterator {
+ public:
+  DatasetIterator(spora_dataset_iter_t* it, size_t num_columns) : it_(it), n_(num_columns) {}
+  ~DatasetIterator() { spora_dataset_iter_free(it_); }
+  DatasetIterator(const DatasetIterator&) = delete;
+  DatasetIterator& operator=(const DatasetIterator&) = delete;
+  DatasetIterator(DatasetIterator&& o) noexcept : it_(std::exchange(o.it_, nullptr)), n_(o.n_) {}
+
+  // False at the end of the epoch (row is then left empty).
+  bool next(std::vector<Tensor>& row) {
+    std::vector<spora_tensor_t*> out(n_, nullptr);
+    int32_t has = 0;
+    check(spora_dataset_iter_next(it_, out.data(), out.size(), &has));
+    row.clear();
+    if (!has) return false;
+    for (spora_tensor_t* t : out) row.emplace_back(t);
+    return true;
+  }
+
+ private:
+  spora_dataset_iter_t* it_ = nullptr;
+  size_t n_ = 0;
+};
+
+class Dataset {
+ public:
+  // Columns from IDX files (plain or gzip); `dtypes` empty keeps the files' types.
+  static Dataset from_idx(const std::vector<std::string>& paths, const std::vector<std::string>& names,
+                          const std::vector<spora_dtype_t>& dtypes = {}) {
+    std::vector<const char*> p, n;
+    for (const auto& s : paths) p.push_back(s.c_str());
+    for (const auto& s : names) n.push_back(s.c_str());
+    if (n.size() != p.size())
+      throw Error(SPORA_ERROR_INVALID_ARGUMENT, "[Dataset::from_idx] paths and names differ in count");
+    spora_dataset_t* d = nullptr;
+    check(spora_dataset_from_idx(p.data(), n.data(), dtypes.empty() ? nullptr : dtypes.data(), p.size(), &d));
+    return Dataset(d);
+  }
+  // Columns copied from tensors with a common first (sample) dimension.
+  static Dataset from_tensors(const std::vector<const Tensor*>& columns, const std::vector<std::string>& names) {
+    std::vector<spora_tensor_t*> t;
+    std::vector<const char*> n;
+    for (const Tensor* c : columns) t.push_back(c ? c->get() : nullptr);
+    for (const auto& s : names) n.push_back(s.c_str());
+    if (n.size() != t.size())
+      throw Error(SPORA_ERROR_INVALID_ARGUMENT, "[Dataset::from_tensors] columns and names differ in count");
+    spora_dataset_t* d = nullptr;
+    check(spora_dataset_from_tensors(t.data(), n.data(), t.size(), &d));
+    return Dataset(d);
+  }
+  Dataset sampler(bool shuffle, uint64_t seed, int64_t num_shards = 1, int64_t shard_id = 0) const {
+    return make([&](spora_dataset_t** out) {
+      return spora_dataset_sampler(get(), shuffle ? 1 : 0, seed, num_shards, shard_id, out);
+    });
+  }
+  Dataset shuffle(int64_t buffer_size, uint64_t seed) const {
+    return make([&](spora_dataset_t** out) { return spora_dataset_shuffle(get(), buffer_size, seed, out); });
+  }
+  Dataset map(const std::vector<Transform>& ops, const std::vector<std::string>& columns, int32_t num_workers = 1,
+              uint64_t seed = 0) const {
+    std::vector<spora_transform_t*> o;
+    std::vector<const char*> c;
+    for (const auto& t : ops) o.push_back(t.get());
+    for (const auto& s : columns) c.push_back(s.c_str());
+    return make([&](spora_dataset_t** out) {
+      return spora_dataset_map(get(), o.data(), o.size(), c.data(), c.size(), num_workers, seed, out);
+    });
+  }
+  Dataset batch(int64_t batch_size, bool drop_remainder = false) const {
+    return make([&](spora_dataset_t** out) { return spora_dataset_batch(get(), batch_size, drop_remainder ? 1 : 0, out); });
+  }
+  Dataset repeat(int64_t count) const {
+    return make([&](spora_dataset_t** out) { return spora_dataset_repeat(get(), count, out); });
+  }
+
+  int64_t size() const {
+    int64_t n = 0;
+    check(spora_dataset_size(get(), &n));
+    return n;
+  }
+  std::vector<std::string> column_names() const {
+    size_t n = 0;
+    check(spora_dataset_num_columns(get(), &n));
+    std::vector<std::string> out;
+    for (size_t i = 0; i < n; ++i) {
+      const char* s = nullptr;
+      check(spora_dataset_column_name(get(), i, &s));
+      out.emplace_back(s);
+    }
+    return out;
+  }
+  DatasetIterator iterate(Device device, uint64_t epoch = 0, int32_t prefetch = 2) const {
+    spora_dataset_iter_t* it = nullptr;
+    check(spora_dataset_iter_create(get(), device.get(), epoch, prefetch, &it));
+    return DatasetIterator(it, column_names().size());
+  }
+  spora_dataset_t* get() const noexcept { return d_.get(); }
+
+ private:
+  explicit Dataset(spora_dataset_t* d) : d_(d, [](spora_dataset_t* p) { spora_dataset_free(p); }) {}
+  template <class F>
+  static Dataset make(F&& f) {
+    spora_dataset_t* d = nullptr;
+    check(f(&d));
+    return Dataset(d);
+  }
+  std::shared_ptr<spora_dataset_t> d_;
 };
 
 }  // namespace spora

@@ -151,5 +151,6 @@ void bind_dlpack(nb::class_<PyTensor>& cls, nb::module_& m);
 void bind_tape(nb::module_& m);  // tape.cpp: the eager tape behind PyNative grad
 void bind_comm(nb::module_& m);  // comm.cpp: communicators for spora.communication
 void bind_io(nb::module_& m);  // io.cpp: checkpoint and model files
+void bind_dataset(nb::module_& m);  // dataset.cpp: the data pipeline (spora_dataset_*)
 
 }  // namespace spora_py

@@ -307,5 +307,6 @@ NB_MODULE(_C, m) {
   bind_dispatch(m);
   bind_graph(m);
   bind_io(m);
+  bind_dataset(m);
   bind_comm(m);
 }

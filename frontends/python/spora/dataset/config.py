@@ -1,0 +1,44 @@
+"""Pipeline-wide settings, as mindspore.dataset.config has them.
+
+The seed keys every random choice of a pipeline built afterwards (source
+shuffling, shuffle(), random transforms); with the same seed, an epoch's
+output is the same whatever num_parallel_workers is.
+"""
+
+_config = {"seed": 0, "prefetch_size": 4, "num_parallel_workers": 1}
+
+
+def set_seed(seed):
+    """Seed for pipelines created from now on (an int >= 0)."""
+    seed = int(seed)
+    if seed < 0 or seed >= 2 ** 64:
+        raise ValueError(f"[dataset] seed must be in [0, 2**64), got {seed}")
+    _config["seed"] = seed
+
+
+def get_seed():
+    return _config["seed"]
+
+
+def set_prefetch_size(size):
+    """How many finished rows (batches) an iterator keeps ready ahead of the caller."""
+    size = int(size)
+    if not 1 <= size <= 1024:
+        raise ValueError(f"[dataset] prefetch_size must be in [1, 1024], got {size}")
+    _config["prefetch_size"] = size
+
+
+def get_prefetch_size():
+    return _config["prefetch_size"]
+
+
+def set_num_parallel_workers(n):
+    """Default worker count of map() when num_parallel_workers is not given."""
+    n = int(n)
+    if not 1 <= n <= 256:
+        raise ValueError(f"[dataset] num_parallel_workers must be in [1, 256], got {n}")
+    _config["num_parallel_workers"] = n
+
+
+def get_num_parallel_workers():
+    return _config["num_parallel_workers"]

@@ -1,0 +1,183 @@
+// spora._C data pipeline objects over spora_dataset_* (what spora.dataset
+// builds on): Dataset (an immutable description), Transform, and the
+// iterator yielding tuples of Tensors. Waiting for a batch releases the GIL,
+// so the pipeline's producer and workers run while Python trains.
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <memory>
+
+#include "common.h"
+
+namespace spora_py {
+namespace {
+
+struct PyDataset {
+  std::shared_ptr<spora_dataset_t> d;
+  explicit PyDataset(spora_dataset_t* p) : d(p, [](spora_dataset_t* x) { spora_dataset_free(x); }) {}
+};
+
+struct PyTransform {
+  std::shared_ptr<spora_transform_t> t;
+};
+
+struct PyDatasetIter {
+  spora_dataset_iter_t* it = nullptr;
+  size_t ncol = 0;
+  PyDatasetIter() = default;
+  PyDatasetIter(const PyDatasetIter&) = delete;
+  PyDatasetIter& operator=(const PyDatasetIter&) = delete;
+  ~PyDatasetIter() {
+    // Stopping joins the producer, which may be inside a worker's transform.
+    nb::gil_scoped_release unlocked;
+    spora_dataset_iter_free(it);
+  }
+};
+
+template <class F>
+PyDataset step(F&& f) {
+  spora_dataset_t* out = nullptr;
+  check(f(&out), true);
+  return PyDataset(out);
+}
+
+std::vector<const char*> cstrs(const std::vector<std::string>& v) {
+  std::vector<const char*> out;
+  for (const auto& s : v) out.push_back(s.c_str());
+  return out;
+}
+
+}  // namespace
+
+void bind_dataset(nb::module_& m) {
+  nb::class_<PyTransform>(m, "DataTransform", "A built-in per-sample transform (spora_transform_create).")
+      .def(
+          "__init__",
+          [](PyTransform* self, const std::string& name, const PyAttrs* attrs) {
+            spora_transform_t* t = nullptr;
+            check(spora_transform_create(name.c_str(), attrs ? attrs->a : nullptr, &t), true);
+            new (self) PyTransform{std::shared_ptr<spora_transform_t>(t, [](spora_transform_t* x) {
+              spora_transform_free(x);
+            })};
+          },
+          nb::arg("name"), nb::arg("attrs").none());
+
+  nb::class_<PyDatasetIter>(m, "DatasetIterator", "One epoch of a pipeline (spora_dataset_iter_*).")
+      .def("__iter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__next__", [](PyDatasetIter& self) {
+        std::vector<spora_tensor_t*> out(self.ncol, nullptr);
+        int32_t has = 0;
+        spora_status_t s;
+        {
+          nb::gil_scoped_release unlocked;
+          s = spora_dataset_iter_next(self.it, out.data(), out.size(), &has);
+        }
+        check(s, true);
+        if (!has) throw nb::stop_iteration();
+        nb::list l;
+        for (spora_tensor_t* t : out) l.append(wrap_handle(t));
+        return nb::tuple(l);
+      });
+
+  nb::class_<PyDataset>(m, "Dataset", "An immutable data pipeline description (spora_dataset_t).")
+      .def_static(
+          "from_idx",
+          [](const std::vector<std::string>& paths, const std::vector<std::string>& names,
+             const std::vector<int32_t>& dtypes) {
+            if (names.size() != paths.size() || dtypes.size() != paths.size())
+              raise_value_error("[dataset] from_idx: paths, names and dtypes differ in count");
+            std::vector<spora_dtype_t> dt;
+            for (int32_t d : dtypes) dt.push_back(static_cast<spora_dtype_t>(d));
+            auto p = cstrs(paths), n = cstrs(names);
+            return step([&](spora_dataset_t** o) {
+              nb::gil_scoped_release unlocked;  // reading and inflating takes a while
+              return spora_dataset_from_idx(p.data(), n.data(), dt.data(), p.size(), o);
+            });
+          },
+          nb::arg("paths"), nb::arg("names"), nb::arg("dtypes"))
+      .def_static(
+          "from_tensors",
+          [](const std::vector<nb::handle>& tensors, const std::vector<std::string>& names) {
+            if (names.size() != tensors.size()) raise_value_error("[dataset] from_tensors: names and tensors differ in count");
+            std::vector<spora_tensor_t*> hs;
+            for (nb::handle h : tensors) {
+              if (!is_tensor(h) || !as_tensor(h)->t) raise_type_error("[dataset] from_tensors: expected concrete Tensors");
+              hs.push_back(as_tensor(h)->t.get());
+            }
+            auto n = cstrs(names);
+            return step([&](spora_dataset_t** o) { return spora_dataset_from_tensors(hs.data(), n.data(), hs.size(), o); });
+          },
+          nb::arg("tensors"), nb::arg("names"))
+      .def(
+          "sampler",
+          [](const PyDataset& d, bool shuffle, uint64_t seed, int64_t num_shards, int64_t shard_id) {
+            return step([&](spora_dataset_t** o) {
+              return spora_dataset_sampler(d.d.get(), shuffle ? 1 : 0, seed, num_shards, shard_id, o);
+            });
+          },
+          nb::arg("shuffle"), nb::arg("seed"), nb::arg("num_shards"), nb::arg("shard_id"))
+      .def(
+          "shuffle",
+          [](const PyDataset& d, int64_t buffer_size, uint64_t seed) {
+            return step([&](spora_dataset_t** o) { return spora_dataset_shuffle(d.d.get(), buffer_size, seed, o); });
+          },
+          nb::arg("buffer_size"), nb::arg("seed"))
+      .def(
+          "map",
+          [](const PyDataset& d, const std::vector<const PyTransform*>& ops, const std::vector<std::string>& columns,
+             int32_t num_workers, uint64_t seed) {
+            std::vector<spora_transform_t*> o;
+            for (const PyTransform* t : ops) o.push_back(t ? t->t.get() : nullptr);
+            auto c = cstrs(columns);
+            return step([&](spora_dataset_t** out) {
+              return spora_dataset_map(d.d.get(), o.data(), o.size(), c.data(), c.size(), num_workers, seed, out);
+            });
+          },
+          nb::arg("ops"), nb::arg("columns"), nb::arg("num_workers"), nb::arg("seed"))
+      .def(
+          "batch",
+          [](const PyDataset& d, int64_t batch_size, bool drop_remainder) {
+            return step(
+                [&](spora_dataset_t** o) { return spora_dataset_batch(d.d.get(), batch_size, drop_remainder ? 1 : 0, o); });
+          },
+          nb::arg("batch_size"), nb::arg("drop_remainder"))
+      .def(
+          "repeat",
+          [](const PyDataset& d, int64_t count) {
+            return step([&](spora_dataset_t** o) { return spora_dataset_repeat(d.d.get(), count, o); });
+          },
+          nb::arg("count"))
+      .def("size",
+           [](const PyDataset& d) {
+             int64_t n = 0;
+             check(spora_dataset_size(d.d.get(), &n), true);
+             return n;
+           })
+      .def("column_names",
+           [](const PyDataset& d) {
+             size_t n = 0;
+             check(spora_dataset_num_columns(d.d.get(), &n), true);
+             std::vector<std::string> out;
+             for (size_t i = 0; i < n; ++i) {
+               const char* s = nullptr;
+               check(spora_dataset_column_name(d.d.get(), i, &s), true);
+               out.emplace_back(s);
+             }
+             return out;
+           })
+      .def(
+          "iterate",
+          [](const PyDataset& d, const std::string& device, uint64_t epoch, int32_t prefetch) {
+            spora_device_t* dev = device.empty() ? default_device() : find_device(device);
+            size_t n = 0;
+            check(spora_dataset_num_columns(d.d.get(), &n), true);
+            auto it = std::make_unique<PyDatasetIter>();
+            it->ncol = n;
+            check(spora_dataset_iter_create(d.d.get(), dev, epoch, prefetch, &it->it), true);
+            return it.release();
+          },
+          nb::arg("device"), nb::arg("epoch"), nb::arg("prefetch"), nb::rv_policy::take_ownership);
+}
+
+}  // namespace spora_py

@@ -1,0 +1,45 @@
+// spora.hpp's data pipeline classes (Dataset, Transform, DatasetIterator)
+// through the public C API only.
+#include <gtest/gtest.h>
+#include <spora/spora.hpp>
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
+
+// spora.hpp's Dataset over the C API, on Debian's Fashion-MNIST test split
+// when the package is installed (the install script installs it).
+TEST(DataHpp, FashionMnistTestSplit) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  if (!fs::exists(dir + "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  spora::Context ctx;
+  spora_device_t* dev = nullptr;
+  spora::check(spora_device_find(ctx.get(), "cpu", &dev));
+  spora::Attrs r;
+  r.set("rescale", 1.0 / 255);
+  const spora::Dataset d =
+      spora::Dataset::from_idx({dir + "t10k-images-idx3-ubyte.gz", dir + "t10k-labels-idx1-ubyte.gz"},
+                               {"image", "label"}, {SPORA_DTYPE_INVALID, SPORA_DTYPE_I32})
+          .map({spora::Transform("rescale", &r), spora::Transform("hwc2chw")}, {"image"}, 2)
+          .batch(1000);
+  EXPECT_EQ(d.size(), 10);
+  EXPECT_EQ(d.column_names(), (std::vector<std::string>{"image", "label"}));
+  spora::DatasetIterator it = d.iterate(spora::Device(dev));
+  std::vector<spora::Tensor> row;
+  int batches = 0;
+  std::vector<int64_t> counts(10, 0);
+  while (it.next(row)) {
+    ASSERT_EQ(row.size(), 2u);
+    int64_t dims[4];
+    spora::check(spora_tensor_shape(row[0].get(), dims, 4));
+    EXPECT_EQ(dims[0], 1000);
+    EXPECT_EQ(dims[1], 1);
+    EXPECT_EQ(dims[2], 28);
+    std::vector<int32_t> labels(1000);
+    spora::check(spora_tensor_read(row[1].get(), labels.data(), labels.size() * 4));
+    for (int32_t l : labels) counts[static_cast<size_t>(l)]++;
+    ++batches;
+  }
+  EXPECT_EQ(batches, 10);
+  for (int64_t c : counts) EXPECT_EQ(c, 1000);  // the test split is balanced
+}
