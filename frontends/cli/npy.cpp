@@ -82,7 +82,9 @@ float bf16_to_f32(uint16_t h) {
 NpyArray read_npy(const std::string& path) {
   std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) bad(path, "cannot open (" + std::string(std::strerror(errno)) + ")");
-  const auto file_size = static_cast<uint64_t>(f.tellg());
+  const auto end = f.tellg();
+  if (end < 0) bad(path, "not a regular file (its size cannot be known)");
+  const auto file_size = static_cast<uint64_t>(end);
   f.seekg(0);
   unsigned char pre[12] = {};
   const size_t got = f.read(reinterpret_cast<char*>(pre), 10) ? 10 : static_cast<size_t>(f.gcount());

@@ -74,9 +74,20 @@ spora_plugin_error_t* mpi_error(int rc, const char* what) {
   return make_error(SPORA_PLUGIN_INTERNAL, std::string("[mpi] ") + what + ": " + text);
 }
 
+// MPI may have been finalized by someone else (mpi4py's atexit hook, say):
+// after that no MPI call but MPI_Finalized is legal.
+bool mpi_finalized() {
+  if (g_finalized.load()) return true;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  return finalized != 0;
+}
+
 spora_plugin_error_t* check_usable(spora_comm_t* comm, const char* what) {
   if (!initialized())
     return make_error(SPORA_PLUGIN_UNAVAILABLE, std::string("[mpi] ") + what + ": the plugin is not initialized");
+  if (mpi_finalized())
+    return make_error(SPORA_PLUGIN_UNAVAILABLE, std::string("[mpi] ") + what + ": MPI has been finalized");
   if (!comm) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string("[mpi] ") + what + ": communicator is null");
   if (comm->aborted.load())
     return make_error(SPORA_PLUGIN_ABORTED, std::string("[mpi] ") + what + ": the communicator was aborted");
@@ -285,7 +296,7 @@ spora_plugin_error_t* comm_abort(spora_comm_t* comm) {
 spora_plugin_error_t* comm_destroy(spora_comm_t* comm) {
   return plugin::guard("mpi comm_destroy", [&]() -> spora_plugin_error_t* {
     if (!comm) return nullptr;
-    if (comm->comm != MPI_COMM_NULL && !g_finalized.load()) {
+    if (comm->comm != MPI_COMM_NULL && !mpi_finalized()) {
       // MPI frees a communicator with pending operations once they end.
       auto lock = mpi_lock();
       MPI_Comm_free(&comm->comm);

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -99,11 +100,21 @@ Column read_idx(const std::string& path) {
   }
   if (count > kMaxElements)
     fail(Code::kInvalidArgument, "[dataset] {}: IDX header claims {} elements", path, shape_str(shape));
-  std::vector<uint8_t> raw(count * in_size);
-  const size_t got = r.read(raw.data(), raw.size());
-  if (got < raw.size())
+  // Read in steps, growing the buffer as data arrives: the header alone must
+  // not decide an allocation (a 20-byte file may claim 2^34 elements).
+  const size_t want = static_cast<size_t>(count) * in_size;
+  std::vector<uint8_t> raw;
+  size_t got = 0;
+  while (got < want) {
+    const size_t step = std::min<size_t>(want - got, size_t{64} << 20);
+    raw.resize(got + step);
+    const size_t n = r.read(raw.data() + got, step);
+    got += n;
+    if (n < step) break;
+  }
+  if (got < want)
     fail(Code::kInvalidArgument, "[dataset] {}: truncated: header {} promises {} data bytes, file has {}{}", path,
-         shape_str(shape), raw.size(), got, r.stream_cut() ? " (gzip stream cut off)" : "");
+         shape_str(shape), want, got, r.stream_cut() ? " (gzip stream cut off)" : "");
   uint8_t extra;
   if (r.read(&extra, 1) != 0)
     fail(Code::kInvalidArgument, "[dataset] {}: {} bytes of data expected after the header, the file has more",

@@ -14,6 +14,11 @@ void need_4d(Ctx& c, ir::Value x) {
 std::vector<int64_t> pair_attr(Ctx& c, const char* name, int64_t dflt) {
   std::vector<int64_t> v = c.attr_ints(name, {dflt, dflt});
   if (v.size() != 2) c.error(std::string("attribute ") + name + " must have 2 values for a 2-D op");
+  // Strides and dilations divide sizes (SAME padding): 0 would be a
+  // division by zero, not an error message.
+  if (v[0] < 1 || v[1] < 1)
+    c.error(std::string("attribute ") + name + " must be >= 1, got [" + std::to_string(v[0]) + ", " +
+            std::to_string(v[1]) + "]");
   return v;
 }
 

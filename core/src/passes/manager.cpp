@@ -100,6 +100,13 @@ PassStats run_pass(ir::Graph& g, const std::string& name) {
       // No check of the input: a pass may be asked to mend a graph that
       // does not verify yet (shape_inference after an input is retyped).
       PassStats st = run_instrumented(g, p);
+      // A pass asked for out of the pipeline's order may meet a graph it
+      // was not written for: verify in every build before the caller keeps it.
+      try {
+        ir::verify(g);
+      } catch (const Error& e) {
+        throw Error(Code::kInternal, std::string("[pass ") + p.name + "] left an invalid graph: " + e.what());
+      }
       ir::check_json_roundtrip(g, "run_pass, result");
       return st;
     }
