@@ -255,6 +255,12 @@ def test_damaged_files_are_named(tmp_path):
     (tmp_path / "t10k-images-idx3-ubyte").write_bytes((tmp_path / "t10k-images-idx3-ubyte").read_bytes()[:-100])
     with pytest.raises(spora.SporaError, match=r"t10k-images-idx3-ubyte: truncated: header \(5, 28, 28\) promises 3920"):
         ds.MnistDataset(tmp_path, usage="test")
+    # a 20-byte header claiming 2^33 f64 elements (64 GiB): an error, not an
+    # allocation sized by the header
+    (tmp_path / "t10k-images-idx3-ubyte").write_bytes(
+        bytes([0, 0, 0x0E, 3]) + struct.pack(">III", 1 << 13, 1 << 10, 1 << 10))
+    with pytest.raises(spora.SporaError, match=r"t10k-images-idx3-ubyte: truncated: header \(8192, 1024, 1024\)"):
+        ds.MnistDataset(tmp_path, usage="test")
     with pytest.raises(FileNotFoundError, match="train-images-idx3-ubyte"):
         ds.MnistDataset(tmp_path, usage="train")
     with pytest.raises(ValueError, match="usage must be 'train' or 'test'"):

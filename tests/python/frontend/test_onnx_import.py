@@ -197,6 +197,11 @@ def test_shape_errors_name_the_node(tmp_path):
               outputs=[value_info("y", FLOAT, [2, 2])], initializers=[tensor("w", f32(4, 2))])
     with pytest.raises(spora.SporaError, match=r"node 'mm' \(MatMul, opset 17\).*\[matmul\]"):
         spora.load(str(write(tmp_path, "mm.onnx", g)))
+    # a zero stride with SAME padding divides by it: an error naming the node
+    g = graph([node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], strides=[0, 0], auto_pad="SAME_UPPER")],
+              inputs=[value_info("x", FLOAT, [1, 1, 4, 4])], outputs=[value_info("y", FLOAT, [1, 1, 2, 2])])
+    with pytest.raises(spora.SporaError, match=r"node 'mp'.*strides must be >= 1"):
+        spora.load(str(write(tmp_path, "mp.onnx", g)))
     g = graph([node("Reshape", ["x", "s"], ["y"], name="rs")], inputs=[value_info("x", FLOAT, [2, 3]),
                                                                         value_info("s", INT64, [2])],
               outputs=[value_info("y", FLOAT, [3, 2])])
