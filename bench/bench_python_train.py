@@ -133,11 +133,10 @@ def run_child(python, framework, model, mode, steps):
 def find_torch_python(arg):
     if arg:
         return arg
-    try:
-        import torch  # noqa: F401
+    # Asked of a child: importing torch here would put this process's ~500 MiB
+    # into every child's peak RSS (Linux keeps ru_maxrss across fork + exec).
+    if subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0:
         return sys.executable
-    except ImportError:
-        pass
     cand = "/work/venv-torch/bin/python"
     return cand if os.path.exists(cand) else None
 
