@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "mpi_state.h"
@@ -186,6 +187,7 @@ spora_plugin_error_t* get_unique_id(spora_comm_id_t* out) {
 namespace {
 spora_plugin_error_t* new_comm(MPI_Comm c, spora_comm_t** out) {
   auto* comm = new spora_comm_t;
+  auto lock = mpi_lock();
   comm->comm = c;
   MPI_Comm_rank(c, &comm->rank);
   MPI_Comm_size(c, &comm->size);
@@ -219,7 +221,16 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
                                                            " is outside [0, " + std::to_string(size) + ")");
     // Every rank must join; duplicate non-blockingly so that a missing rank
     // is a timeout, not a hang, and check the claimed ranks form a permutation.
-    MPI_Comm dup = MPI_COMM_NULL;
+    // What MPI writes into while a request is pending lives on the heap: a
+    // request abandoned by a timeout may still complete later, so on a
+    // timeout this is leaked rather than left on a stack that is gone.
+    struct Scratch {
+      MPI_Comm dup = MPI_COMM_NULL;
+      int mine = 0;
+      std::vector<int> claimed;
+    };
+    auto scratch = std::make_unique<Scratch>();
+    MPI_Comm& dup = scratch->dup;
     MPI_Request req = MPI_REQUEST_NULL;
     spora_comm_t probe;  // a stand-in for wait()'s bookkeeping
     probe.rank = world_rank;
@@ -228,9 +239,14 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
       auto lock = mpi_lock();
       if (auto* e = mpi_error(MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req), "comm_init: MPI_Comm_idup")) return e;
     }
-    if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) return e;
-    std::vector<int> claimed(static_cast<size_t>(size), -1);
-    int mine = rank;
+    if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) {
+      scratch.release();  // NOLINT: MPI may still write dup
+      return e;
+    }
+    std::vector<int>& claimed = scratch->claimed;
+    claimed.assign(static_cast<size_t>(size), -1);
+    int& mine = scratch->mine;
+    mine = rank;
     {
       auto lock = mpi_lock();
       MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
@@ -238,13 +254,17 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
                               "comm_init: MPI_Iallgather"))
         return e;
     }
-    if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) return e;
+    if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) {
+      scratch.release();  // NOLINT: MPI may still read mine and write claimed
+      return e;
+    }
     std::vector<int> sorted = claimed;
     std::sort(sorted.begin(), sorted.end());
     for (int i = 0; i < size; ++i) {
       if (sorted[static_cast<size_t>(i)] != i) {
         std::string list;
         for (int c : claimed) list += (list.empty() ? "" : ", ") + std::to_string(c);
+        auto lock = mpi_lock();
         MPI_Comm_free(&dup);
         return make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
                           "[mpi] comm_init: the ranks the processes passed (" + list +

@@ -1,18 +1,33 @@
 #include "data/worker_pool.h"
 
+#include <system_error>
+
+#include "support/error.h"
+
 namespace spora::data {
 
 WorkerPool::WorkerPool(int threads) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+  try {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
+  } catch (const std::system_error& e) {
+    // Out of threads (EAGAIN under a process limit): stop the ones started,
+    // since destroying a joinable std::thread would terminate the process.
+    stop_and_join();
+    fail(Code::kOutOfMemory, "[dataset] map: cannot start worker thread {} of {}: {}", threads_.size() + 1, threads,
+         e.what());
+  }
 }
 
-WorkerPool::~WorkerPool() {
+WorkerPool::~WorkerPool() { stop_and_join(); }
+
+void WorkerPool::stop_and_join() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
 }
 
 void WorkerPool::submit(std::function<void()> task) {

@@ -21,6 +21,7 @@ class WorkerPool {
   void submit(std::function<void()> task);
 
  private:
+  void stop_and_join();
   void loop();
   std::mutex mu_;
   std::condition_variable cv_;
