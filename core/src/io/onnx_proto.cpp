@@ -14,6 +14,20 @@ namespace {
 constexpr size_t kMaxDims = 64;
 constexpr size_t kMaxAttrValues = 1u << 20;
 
+// Items of the graph's lists (nodes, their inputs, outputs and attributes,
+// graph inputs, outputs and initializers): each costs ~30-200 bytes parsed
+// but only 2 on the wire, so a file of empty entries would grow ~90x in
+// memory. Real models have thousands to a few hundred thousand; past this
+// count the file is refused. Counted per parse (parse_model resets it).
+constexpr size_t kMaxItems = size_t{1} << 22;
+thread_local size_t t_items = 0;
+
+void count_item(pb::Reader& r, const char* what) {
+  if (++t_items > kMaxItems)
+    r.error(std::string("more than ") + std::to_string(kMaxItems) + " graph items (at a " + what +
+            "): refused as hostile");
+}
+
 // Any typed-data list may hold at most as many elements as the file has
 // bytes (each element takes at least one byte on the wire).
 size_t data_cap(size_t file_size) { return file_size + 1; }
@@ -93,11 +107,14 @@ Node parse_node(const pb::Bytes& b, const std::string* what, size_t file_size) {
   pb::Reader r(b, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: n.inputs.push_back(r.string("NodeProto.input")); break;
-      case 2: n.outputs.push_back(r.string("NodeProto.output")); break;
+      case 1: count_item(r, "node input"); n.inputs.push_back(r.string("NodeProto.input")); break;
+      case 2: count_item(r, "node output"); n.outputs.push_back(r.string("NodeProto.output")); break;
       case 3: n.name = r.string("NodeProto.name"); break;
       case 4: n.op_type = r.string("NodeProto.op_type"); break;
-      case 5: n.attributes.push_back(parse_attribute(r.bytes("NodeProto.attribute"), what, file_size)); break;
+      case 5:
+        count_item(r, "node attribute");
+        n.attributes.push_back(parse_attribute(r.bytes("NodeProto.attribute"), what, file_size));
+        break;
       case 7: n.domain = r.string("NodeProto.domain"); break;
       default: r.skip();
     }
@@ -161,14 +178,18 @@ Graph parse_graph(const pb::Bytes& b, const std::string* what, size_t file_size)
   pb::Reader r(b, what);
   while (r.next()) {
     switch (r.field()) {
-      case 1: g.nodes.push_back(parse_node(r.bytes("GraphProto.node"), what, file_size)); break;
+      case 1: count_item(r, "node"); g.nodes.push_back(parse_node(r.bytes("GraphProto.node"), what, file_size)); break;
       case 2: g.name = r.string("GraphProto.name"); break;
       case 5:
+        count_item(r, "initializer");
         g.initializers.emplace_back();
         parse_tensor_full(r.bytes("GraphProto.initializer"), g.initializers.back(), what, file_size);
         break;
-      case 11: g.inputs.push_back(parse_value_info(r.bytes("GraphProto.input"), what)); break;
-      case 12: g.outputs.push_back(parse_value_info(r.bytes("GraphProto.output"), what)); break;
+      case 11: count_item(r, "graph input"); g.inputs.push_back(parse_value_info(r.bytes("GraphProto.input"), what)); break;
+      case 12:
+        count_item(r, "graph output");
+        g.outputs.push_back(parse_value_info(r.bytes("GraphProto.output"), what));
+        break;
       case 15: g.has_sparse_initializers = true; r.skip(); break;
       default: r.skip();
     }
@@ -193,6 +214,7 @@ const Attribute* Node::attr(const std::string& n) const {
 }
 
 Model parse_model(const uint8_t* data, size_t size, const std::string& what) {
+  t_items = 0;
   Model m;
   pb::Reader r(data, size, &what);
   while (r.next()) {

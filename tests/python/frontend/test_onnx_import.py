@@ -371,3 +371,14 @@ def test_torch_onnx_export_matches_torch(tmp_path):
         want5 = net(torch.randn(5, 1, 8, 8).mul_(0) + 1).numpy()
     np.testing.assert_allclose(run(p, x.numpy()), want, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(run(p, np.ones((5, 1, 8, 8), np.float32)), want5, rtol=1e-4, atol=1e-5)
+
+
+def test_millions_of_empty_entries_are_refused(tmp_path):
+    # 2 bytes on the wire per empty node input, ~30 bytes each once parsed:
+    # past the item cap the file is refused before it grows further.
+    from onnx_writer import f_bytes
+    node_bytes = b"\x0a\x00" * ((1 << 22) + 1)
+    p = tmp_path / "empties.onnx"
+    p.write_bytes(f_bytes(7, f_bytes(1, node_bytes)))
+    with pytest.raises(spora.SporaError, match=r"empties\.onnx.*graph items.*refused as hostile"):
+        spora.load(str(p))
