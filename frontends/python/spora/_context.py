@@ -1,10 +1,12 @@
 """Backends by name and the execution mode (PyNative or graph)."""
 from . import _C
+from ._C import BackendUnavailableError
 
 PYNATIVE_MODE = 1
 GRAPH_MODE = 0
 
-_ctx = {"mode": PYNATIVE_MODE, "device_target": "cpu", "device_id": 0, "jit_level": 1}
+_ctx = {"mode": PYNATIVE_MODE, "jit_level": 1}
+_KEYS = ("mode", "device_target", "device_id", "jit_level")
 
 
 class DeviceInfo(str):
@@ -37,43 +39,140 @@ def devices(all=False):
     return out
 
 
+# MindSpore's device_target spellings that are not Spora backend names.
+_GPU_BACKENDS = ("cuda", "rocm")
+
+
+def _available_names():
+    return [str(d) for d in devices()]
+
+
+def _plugin_reasons(backends):
+    """'cuda: <reason>; rocm: <reason>' for device plugins that could not be
+    used, or that were not found at all."""
+    plugins = {p["name"]: p for p in _C.plugins() if p["kind"] in ("device", "unknown")}
+    have = _available_names()
+    parts = []
+    for b in backends:
+        p = plugins.get(b)
+        if p is None:
+            parts.append(f"{b}: no plugin found (libspora-device-{b}.so is not installed or not on SPORA_PLUGIN_PATH)")
+        elif not p["available"]:
+            parts.append(f"{b}: {p['reason'] or 'unavailable'}")
+        elif not any(n == b or n.startswith(b + ":") for n in have):
+            parts.append(f"{b}: the plugin loaded but reports no device")
+    return "; ".join(parts)
+
+
+def _resolve(target, device_id=None, who="set_context"):
+    """The device name ("cpu", "sim:0", "cuda:1") for a device_target and an
+    optional device_id. device_target is a backend ("sim"), a device
+    ("sim:0"), case-insensitive, or one of MindSpore's spellings ("CPU",
+    "GPU"; "Ascend" is refused). A device_id that contradicts the index in
+    device_target is a ValueError."""
+    raw = str(target).strip()
+    base, colon, idx = raw.lower().partition(":")
+    index = None
+    if colon:
+        if not idx.isdigit():
+            raise ValueError(f"{who}: {raw!r} is not a device name; write a backend (\"sim\") or "
+                             f"<backend>:<index> (\"sim:0\")")
+        index = int(idx)
+    if device_id is not None:
+        if isinstance(device_id, bool) or not isinstance(device_id, int) or device_id < 0:
+            raise ValueError(f"{who}: device_id must be an integer >= 0, got {device_id!r}")
+        if index is not None and index != device_id:
+            raise ValueError(f"{who}: device_target={raw!r} names device {index} but device_id={device_id}; "
+                             f"write device_target=\"{base}:{device_id}\" (or device_target=\"{base}\", "
+                             f"device_id={device_id})")
+        index = device_id
+    if base in ("ascend", "npu", "davinci"):
+        raise BackendUnavailableError(
+            f"{who}: Spora has no Ascend backend (device_target={raw!r}); available devices: "
+            f"{', '.join(_available_names())}. Write device_target=\"cpu\", or \"gpu\" / \"cuda\" for an "
+            f"NVIDIA GPU, or another device from spora.devices()")
+    if base == "gpu":
+        have = _available_names()
+        for b in _GPU_BACKENDS:
+            if any(n == b or n.startswith(b + ":") for n in have):
+                base = b
+                break
+        else:
+            raise BackendUnavailableError(
+                f"{who}: device_target={raw!r} means CUDA or ROCm, and neither is available ("
+                f"{_plugin_reasons(_GPU_BACKENDS)}); available devices: {', '.join(have)}. "
+                f"Check `spora devices` for details")
+    if not base:
+        raise ValueError(f"{who}: {raw!r} is not a device name")
+    return f"{base}:{index}" if index is not None else base
+
+
 def set_device(name):
-    """Makes `name` ("cpu", "sim:0") the default device for new tensors and
-    compiled graphs. An unknown or broken backend raises
+    """Makes `name` the default device for new tensors and compiled graphs.
+
+    name is a device ("cpu", "sim:0", "cuda:1") or a backend ("sim", meaning
+    its device 0), case-insensitive; "GPU" means the first of CUDA and ROCm
+    that is available, "CPU" the cpu. An unknown or broken backend raises
     spora.BackendUnavailableError with the loader's reason and how to fix it."""
-    _C.set_device(str(name))
-    base, _, idx = str(name).partition(":")
-    _ctx["device_target"] = base
-    _ctx["device_id"] = int(idx) if idx else 0
+    _C.set_device(_resolve(name, who="set_device"))
 
 
 def get_device():
+    """The default device's name, e.g. "cpu" or "sim:0"."""
     return _C.get_device()
 
 
+def _split(name):
+    base, _, idx = str(name).partition(":")
+    return base, int(idx) if idx else 0
+
+
 def set_context(mode=None, device_target=None, device_id=None, jit_level=None, **unknown):
-    """MindSpore-style switch: mode=spora.PYNATIVE_MODE (eager) or
-    spora.GRAPH_MODE (Cells and grad functions compile through spora.jit);
-    device_target="cpu" / "sim" (case-insensitive) with device_id; jit_level
-    the optimisation level of compiled graphs (0, 1 or 2)."""
+    """MindSpore-style switch.
+
+    mode: spora.PYNATIVE_MODE (eager) or spora.GRAPH_MODE (Cells and grad
+    functions compile through spora.jit).
+
+    device_target: where tensors and compiled graphs go -- a backend name
+    ("cpu", "sim", "cuda", "rocm", "ze") or a device ("sim:0", "cuda:1"),
+    case-insensitive. MindSpore's spellings work too: "CPU" is the cpu;
+    "GPU" means CUDA, or ROCm when that is what is available (the first of
+    cuda, rocm that has a device; neither: spora.BackendUnavailableError
+    naming each plugin's reason); "Ascend" is refused (Spora has no Ascend
+    backend). device_id: the device index (default 0); it may be given
+    alone to pick another device of the current backend, and must agree with
+    an index written in device_target ("sim:0" with device_id=1 is a
+    ValueError). spora.devices() lists the devices by name.
+
+    jit_level: the optimisation level of compiled graphs (0, 1 or 2)."""
     if unknown:
         raise TypeError(f"set_context: unknown option(s) {', '.join(sorted(unknown))} "
                         f"(known: mode, device_target, device_id, jit_level)")
     if mode is not None:
         if mode not in (PYNATIVE_MODE, GRAPH_MODE):
             raise ValueError(f"set_context: mode must be spora.PYNATIVE_MODE or spora.GRAPH_MODE, got {mode!r}")
-        _ctx["mode"] = mode
-    if device_target is not None or device_id is not None:
-        target = (device_target or _ctx["device_target"]).lower()
-        did = _ctx["device_id"] if device_id is None else int(device_id)
-        set_device(f"{target}:{did}")
     if jit_level is not None:
         if jit_level not in (0, 1, 2):
             raise ValueError("set_context: jit_level must be 0, 1 or 2")
+    if device_target is not None:
+        _C.set_device(_resolve(device_target, device_id))
+    elif device_id is not None:
+        base, _ = _split(_C.get_device())
+        _C.set_device(_resolve(base, device_id))
+    if mode is not None:
+        _ctx["mode"] = mode
+    if jit_level is not None:
         _ctx["jit_level"] = jit_level
 
 
 def get_context(key):
-    if key not in _ctx:
-        raise ValueError(f"get_context: unknown key {key!r} (known: {', '.join(_ctx)})")
+    """The value of a set_context option: "mode", "jit_level", "device_target"
+    (the default device's backend, e.g. "cpu", "sim", "cuda" -- also after
+    device_target="GPU") or "device_id" (its index)."""
+    if key not in _KEYS:
+        raise ValueError(f"get_context: unknown key {key!r} (known: {', '.join(_KEYS)})")
+    if key == "device_target":
+        return _split(_C.get_device())[0]
+    if key == "device_id":
+        return _split(_C.get_device())[1]
     return _ctx[key]

@@ -1,0 +1,221 @@
+"""Differential end-to-end test: every device spora.devices() lists, against cpu.
+
+For each non-cpu device (sim:0 here; cuda:0 too on a GPU machine) and for
+the main job's LeNet (examples/fashion_mnist.py) and an MLP:
+
+- a few Adam training steps through spora.train.Model, in PyNative and in
+  GRAPH_MODE, from the same initial weights on the same batches: the loss of
+  every step matches cpu's, and it falls;
+- a forward run twice on the device is bitwise identical (both modes);
+- the device-trained net saved with save_checkpoint and loaded into a fresh
+  net predicts identically;
+- the net exported with spora.export and run through the C API
+  (spora_model_load / spora_model_run via ctypes, on that device) gives the
+  Python outputs.
+
+ctest runs this file twice: python_device_parity (the sim plugin with all its
+kernels) and python_device_parity_cudalike (SPORA_SIM_DISABLE_OPS set to the
+ops the CUDA plugin lacks, so that conv / pool / norm / random ops are
+placed on cpu with copies inside compiled graphs, as on a real GPU).
+"""
+import functools
+import os
+import time
+
+import numpy as np
+import pytest
+
+import spora
+from spora import nn
+from spora.train import Model
+from spora.train.callbacks import Callback
+
+import fashion_mnist  # examples/fashion_mnist.py (conftest puts examples/ on sys.path)
+
+DEVICES = [str(d) for d in spora.devices() if str(d) != "cpu"]
+MODES = {"pynative": spora.PYNATIVE_MODE, "graph": spora.GRAPH_MODE}
+STEPS = 8
+SEED = 1234
+
+# Per-step loss tolerance against cpu. The device's kernels sum in another
+# order than cpu's (oneDNN), so the trajectories agree to float32 rounding
+# amplified by 8 Adam steps, not bitwise.
+RTOL, ATOL = 1e-4, 1e-5
+
+
+class MLP(nn.Cell):
+    """784 -> 128 -> 64 -> 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.fc1 = nn.Dense(28 * 28, 128, activation="relu")
+        self.fc2 = nn.Dense(128, 64, activation="relu")
+        self.fc3 = nn.Dense(64, 10)
+
+    def construct(self, x):
+        return self.fc3(self.fc2(self.fc1(self.flatten(x))))
+
+
+# name: (network class, batch size, Adam learning rate)
+MODELS = {"lenet": (fashion_mnist.LeNet, 16, 2e-3), "mlp": (MLP, 32, 2e-3)}
+
+
+@functools.lru_cache(maxsize=None)
+def _data():
+    """(images, labels): 256 Fashion-MNIST training images when the Debian
+    package's files are there, else a deterministic synthetic set with the
+    same shapes (ten noisy class prototypes), so the test never depends on
+    the download."""
+    try:
+        from spora.dataset import load_fashion_mnist
+        x, y = load_fashion_mnist("train")
+        return np.ascontiguousarray(x[:256], np.float32), np.ascontiguousarray(y[:256]), "fashion-mnist"
+    except FileNotFoundError:
+        rng = np.random.default_rng(SEED)
+        protos = rng.random((10, 1, 28, 28), dtype=np.float32)
+        y = rng.integers(0, 10, 256).astype(np.int32)
+        x = np.clip(protos[y] + 0.3 * rng.standard_normal((256, 1, 28, 28)).astype(np.float32), 0, 1)
+        return x.astype(np.float32), y, "synthetic"
+
+
+def _batches(model):
+    x, y, _ = _data()
+    b = MODELS[model][1]
+    return [(x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) for i in range(STEPS)]
+
+
+def _new_net(model):
+    nn.init.set_seed(SEED)  # the same initial weights on every device
+    return MODELS[model][0]()
+
+
+def _use(device, mode):
+    spora.set_context(mode=MODES[mode], device_target=device)
+    assert spora.get_device() == device
+
+
+@functools.lru_cache(maxsize=None)
+def _trained(model, mode, device):
+    """(net, per-step losses, seconds): STEPS Adam steps on `device` in
+    `mode` through Model.train, as the main job trains. Cached: the cpu
+    reference and each device's run serve every test below."""
+    _use(device, mode)
+    net = _new_net(model)
+    for p in net.trainable_params():
+        assert p.device == device, (p.name, p.device)
+    losses = []
+
+    class Record(Callback):
+        def on_train_step_end(self, ctx):
+            losses.append(ctx.original_args().net_outputs)
+
+    m = Model(net, nn.CrossEntropyLoss(), nn.Adam(net.trainable_params(), learning_rate=MODELS[model][2]))
+    t0 = time.perf_counter()
+    m.train(1, _batches(model), callbacks=[Record()])
+    dt = time.perf_counter() - t0
+    net.set_train(False)
+    return net, np.array(losses, np.float64), dt
+
+
+def _probe(device):
+    x, _, _ = _data()
+    return spora.Tensor(x[200:216], device=device)
+
+
+def test_devices_to_compare():
+    """Which devices this run compares with cpu. With only cpu there is
+    nothing to compare: the parametrized tests below are then empty, for
+    that reason alone -- but a sim plugin that is there and broken is a
+    failure, not a reason to compare nothing."""
+    names = [str(d) for d in spora.devices()]
+    assert "cpu" in names, names
+    print(f"comparing with cpu: {', '.join(DEVICES) if DEVICES else 'nothing (cpu is the only device)'}; "
+          f"data: {_data()[2]}; SPORA_SIM_DISABLE_OPS={os.environ.get('SPORA_SIM_DISABLE_OPS', '')!r}")
+    broken_sim = [d for d in spora.devices(all=True) if d == "sim" and not d.available]
+    assert not broken_sim, f"the sim plugin did not load: {broken_sim[0].reason}"
+
+
+params = pytest.mark.parametrize("device", DEVICES)
+models = pytest.mark.parametrize("model", list(MODELS))
+modes = pytest.mark.parametrize("mode", list(MODES))
+
+
+@params
+@models
+@modes
+def test_training_matches_cpu(device, model, mode):
+    _, ref, t_cpu = _trained(model, mode, "cpu")
+    _, got, t_dev = _trained(model, mode, device)
+    diff = np.abs(got - ref)
+    print(f"{model}/{mode}: cpu losses {np.round(ref, 5).tolist()}; {device} max |diff| {diff.max():.3g} "
+          f"(max rel {np.max(diff / np.abs(ref)):.3g}); cpu {t_cpu:.2f} s, {device} {t_dev:.2f} s")
+    assert len(got) == len(ref) == STEPS
+    assert np.all(np.isfinite(got)), got
+    np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL,
+                               err_msg=f"{model} {mode}: {device}'s loss trajectory differs from cpu's")
+    # it learns: the last steps' loss is clearly below the first's
+    assert got[-2:].mean() < 0.9 * got[0], got
+    assert ref[-2:].mean() < 0.9 * ref[0], ref
+
+
+@params
+@models
+@modes
+def test_forward_twice_is_bitwise_identical(device, model, mode):
+    net, _, _ = _trained(model, mode, device)
+    _use(device, mode)
+    x = _probe(device)
+    a = net(x)
+    b = net(x)
+    assert a.device == device
+    a, b = a.asnumpy(), b.asnumpy()
+    assert a.shape == (16, 10) and np.all(np.isfinite(a))
+    assert np.array_equal(a, b), f"max |run1 - run2| = {np.abs(a - b).max()}"
+    # and the trained net's predictions agree with cpu's trained net
+    ref_net, _, _ = _trained(model, mode, "cpu")
+    _use("cpu", mode)
+    ref = ref_net(_probe("cpu")).asnumpy()
+    np.testing.assert_allclose(a, ref, rtol=1e-3, atol=1e-4)
+
+
+@params
+@models
+def test_checkpoint_roundtrip_predicts_identically(device, model, tmp_path):
+    net, _, _ = _trained(model, "graph", device)
+    _use(device, "pynative")
+    path = str(tmp_path / f"{model}.ckpt")
+    spora.save_checkpoint(net, path)
+    fresh = _new_net(model)
+    fresh.set_train(False)
+    x = _probe(device)
+    assert not np.array_equal(fresh(x).asnumpy(), net(x).asnumpy())  # really different before loading
+    not_loaded = spora.load_param_into_net(fresh, spora.load_checkpoint(path))
+    assert not not_loaded, not_loaded
+    for p in fresh.trainable_params():
+        assert p.device == device, (p.name, p.device)
+    for mode in MODES:
+        _use(device, mode)
+        a, b = fresh(x).asnumpy(), net(x).asnumpy()
+        assert np.array_equal(a, b), f"{mode}: max |reloaded - trained| = {np.abs(a - b).max()}"
+
+
+@params
+@models
+def test_exported_model_through_the_c_api(device, model, tmp_path):
+    net, _, _ = _trained(model, "graph", device)
+    _use(device, "pynative")
+    x = _probe(device)
+    path = spora.export(net, x, file_name=str(tmp_path / f"{model}.spora"))
+    py = net(x).asnumpy()
+    # spora_context_create / spora_device_find(device) / spora_model_load /
+    # spora_model_run through ctypes, as the main job does without spora_run_model
+    c = fashion_mnist.run_with_ctypes(path, x.asnumpy(), device)
+    print(f"{model} on {device}: max |C - Python| = {np.abs(c - py).max():.3g}")
+    assert c.shape == py.shape
+    np.testing.assert_allclose(c, py, rtol=1e-5, atol=1e-5)
+    # the C program the main job prefers, when it was built
+    program = fashion_mnist.find_run_model()
+    if program:
+        c2 = fashion_mnist.run_with_program(program, path, x.asnumpy(), str(tmp_path), device)
+        np.testing.assert_allclose(c2, py, rtol=1e-5, atol=1e-5)
