@@ -12,9 +12,11 @@ spora_plugin_error_t* device_count(int32_t* out_count);
 spora_plugin_error_t* device_properties(int32_t device, spora_device_properties_t* out);
 void shutdown();
 
-// sim_copy.cpp: allocation and data movement
+// sim_copy.cpp: allocation, pinned host memory and data movement
 spora_plugin_error_t* mem_alloc(int32_t device, size_t size, spora_devptr_t* out);
 spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr);
+spora_plugin_error_t* host_alloc_pinned(size_t size, void** out);
+spora_plugin_error_t* host_free_pinned(void* ptr);
 spora_plugin_error_t* copy_h2d(int32_t device, spora_devptr_t dst, const void* src, size_t size);
 spora_plugin_error_t* copy_d2h(int32_t device, void* dst, spora_devptr_t src, size_t size);
 spora_plugin_error_t* copy_d2d(int32_t device, spora_devptr_t dst, spora_devptr_t src, size_t size);

@@ -4,6 +4,30 @@
 // arena behind non-dereferenceable addresses, every stream is a worker
 // thread, and kernels run the shared reference implementations. It always
 // loads, so tests and CI can exercise the whole device path without hardware.
+//
+// It is as strict as a real GPU runtime (CUDA) where host code can go wrong
+// (DESIGN.md section 7, docs/plugin-guide.md "What sim enforces"): pageable
+// host memory is staged when an async copy is made while pinned memory is
+// read when the stream gets there; copies run on a per-device copy engine
+// and host callbacks on a per-device callback thread, which may not wait
+// for the device; sim.lag_us keeps the device behind the host; and
+// sim.fault_after_launches injects a sticky device failure.
+//
+// Remaining gaps (sim is kinder than CUDA here):
+// - a kernel that fails on its data (a reference kernel throwing, e.g. an
+//   index out of range) is an ordinary stream error reported by the next
+//   synchronize, not a sticky device failure as an illegal address is on a
+//   GPU; only the injected fault is sticky;
+// - host callbacks may enqueue work (kernels, async copies, callbacks);
+//   CUDA forbids any runtime call from a host function;
+// - the copy engine is one thread for every direction and stream, so copies
+//   of different streams never overlap one another (they do overlap kernels);
+// - device memory is checked at allocation granularity: an out-of-range
+//   access inside a live allocation, or a race between streams on one
+//   buffer, is not detected;
+// - pinned memory is ordinary page-aligned heap memory, and host reads of a
+//   pinned d2h destination before synchronizing are not detected (lag_us
+//   makes them likely to see stale bytes).
 #include <string>
 
 #include "error.h"
@@ -24,9 +48,10 @@ constexpr const char* kBuild = "g++ " __VERSION__;
 constexpr const char* kBuild = "unknown compiler";
 #endif
 
-// graph_*, host_*_pinned and stream_native_handle stay NULL: the sim device
-// has no graph compiler, no pinned memory distinct from pageable memory, and
-// no native stream for a collective plugin to use.
+// graph_* and stream_native_handle stay NULL: the sim device has no graph
+// compiler and no native stream for a collective plugin to use. It has
+// pinned memory, which async copies treat differently from pageable memory
+// (sim_copy.cpp).
 spora_device_api_t make_table() {
   spora_device_api_t t{};
   t.struct_size = sizeof(spora_device_api_t);
@@ -36,6 +61,8 @@ spora_device_api_t make_table() {
   t.device_properties = device_properties;
   t.mem_alloc = mem_alloc;
   t.mem_free = mem_free;
+  t.host_alloc_pinned = host_alloc_pinned;
+  t.host_free_pinned = host_free_pinned;
   t.copy_h2d = copy_h2d;
   t.copy_d2h = copy_d2h;
   t.copy_d2d = copy_d2d;

@@ -1,5 +1,11 @@
 // Kernels: planned by the shared plan_kernel, run by the shared reference
 // implementations on the stream's worker thread, on arena memory.
+//
+// Launches are counted per device; with sim.fault_after_launches=N (env
+// SPORA_SIM_FAULT_AFTER_LAUNCHES) the N-th one faults when the stream runs
+// it, like an illegal address on a GPU: the device is failed from then on
+// (sticky, sim_device.h). An exception from a reference kernel (bad data,
+// e.g. an index out of range) stays an ordinary, non-sticky stream error.
 #include <string>
 #include <vector>
 
@@ -88,7 +94,10 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
     }
     State* state = nullptr;
     Arena* arena = nullptr;
+    std::shared_ptr<Device> dev;
     if (auto* err = get_arena("kernel_create", device, &arena)) return err;
+    if (auto* err = get_device("kernel_create", device, &dev)) return err;
+    if (auto* err = dev->sticky_error("kernel_create")) return err;
     if (auto* err = get_state(&state)) return err;
     auto kernel = std::make_shared<Kernel>();
     kernel->device = device;
@@ -131,6 +140,8 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
       return invalid("kernel_launch(" + k->op + "): kernel planned for device " + std::to_string(k->device) +
                      " launched on a stream of device " + std::to_string(s->device()));
     }
+    Device& dev = s->device_state();
+    if (auto* err = dev.sticky_error("kernel_launch")) return err;
     const KernelPlan& plan = k->plan;
     if (plan.num_inputs > 0 && !inputs) return invalid("kernel_launch(" + k->op + "): inputs is NULL");
     if (!outputs) return invalid("kernel_launch(" + k->op + "): outputs is NULL");
@@ -159,11 +170,27 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
       if (auto* err = operand(*k, *arena, workspace, w, "workspace", &ws)) return err;
     }
 
+    const uint64_t launch = dev.count_launch();
+    const uint64_t fault_at = dev.config().fault_after_launches;
+    if (fault_at != 0 && launch == fault_at) {
+      Device* failing = &dev;  // the stream keeps its device alive
+      const std::string message = "[sim] illegal memory access in kernel " + k->op +
+                                  " (injected by SPORA_SIM_FAULT_AFTER_LAUNCHES=" + std::to_string(fault_at) +
+                                  "); the device is unusable";
+      return s->enqueue(
+          [failing, message](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+            failing->fail(message);
+            return make_error(SPORA_PLUGIN_UNAVAILABLE, message);
+          },
+          Stream::Where::kWorker);
+    }
     // Exceptions thrown while running become the stream's error (Stream::run).
-    return s->enqueue([k, in = std::move(in), out = std::move(out), ws](const spora_plugin_error_t*) -> spora_plugin_error_t* {
-      spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
-      return nullptr;
-    });
+    return s->enqueue(
+        [k, in = std::move(in), out = std::move(out), ws](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
+          return nullptr;
+        },
+        Stream::Where::kWorker);
   });
 }
 

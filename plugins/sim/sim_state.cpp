@@ -82,6 +82,12 @@ spora_plugin_error_t* create_state() {
   if (auto* err = config_uint("sim.memory_bytes", kDefaultMemoryBytes, kAlignment, kMaxArenaBytes, &bytes)) {
     return err;
   }
+  DeviceConfig config;
+  // At most 1 s: a larger lag is a typo, and tests would time out.
+  if (auto* err = config_uint("sim.lag_us", 0, 0, 1000000, &config.lag_us)) return err;
+  if (auto* err = config_uint("sim.fault_after_launches", 0, 0, uint64_t{1} << 62, &config.fault_after_launches)) {
+    return err;
+  }
   // Round up so the capacity is a whole number of allocation units.
   bytes = (bytes + kAlignment - 1) / kAlignment * kAlignment;
 
@@ -90,10 +96,15 @@ spora_plugin_error_t* create_state() {
     Arena* arena = nullptr;
     if (auto* err = Arena::create(d, bytes, &arena)) return err;  // earlier arenas unmap with `state`
     state->arenas.emplace_back(arena);
+    state->devices.push_back(std::make_shared<Device>(d, config));
   }
   g_state.store(state.release(), std::memory_order_release);
   host_log(SPORA_LOG_INFO, "[sim] initialized " + std::to_string(devices) + " simulated device(s) with " +
-                          std::to_string(bytes) + " bytes of memory each");
+                          std::to_string(bytes) + " bytes of memory each" +
+                          (config.lag_us ? ", lag " + std::to_string(config.lag_us) + " us" : std::string()) +
+                          (config.fault_after_launches
+                               ? ", fault injected at kernel launch " + std::to_string(config.fault_after_launches)
+                               : std::string()));
   return nullptr;
 }
 
@@ -107,6 +118,8 @@ void destroy_state() {
       err->destroy(err);
     }
   }
+  // Then the copy engines and callback threads the stream workers used.
+  for (const auto& device : state->devices) device->stop();
   delete state;
 }
 
@@ -129,6 +142,15 @@ spora_plugin_error_t* get_arena(const char* what, int32_t device, Arena** out) {
                                                          std::to_string(count) + ")");
   }
   *out = state->arenas[device].get();
+  return nullptr;
+}
+
+spora_plugin_error_t* get_device(const char* what, int32_t device, std::shared_ptr<Device>* out) {
+  Arena* arena = nullptr;
+  if (auto* err = get_arena(what, device, &arena)) return err;  // validates the index
+  State* state = nullptr;
+  if (auto* err = get_state(&state)) return err;
+  *out = state->devices[static_cast<size_t>(device)];
   return nullptr;
 }
 
@@ -160,6 +182,12 @@ void drain_device(int32_t device) {
   for (const auto& stream : state->streams.all()) {
     if (stream->device() == device) stream->drain();
   }
+}
+
+void drain_all_devices() {
+  State* state = g_state.load(std::memory_order_acquire);
+  if (!state) return;
+  for (const auto& stream : state->streams.all()) stream->drain();
 }
 
 }  // namespace spora::sim

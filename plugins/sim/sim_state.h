@@ -13,6 +13,7 @@
 
 #include "handle_table.h"
 #include "kernel_plan.h"
+#include "sim_device.h"
 #include "sim_memory.h"
 #include "sim_stream.h"
 
@@ -29,7 +30,8 @@ struct Kernel {
 };
 
 struct State {
-  std::vector<std::unique_ptr<Arena>> arenas;  // one per device, index = device
+  std::vector<std::unique_ptr<Arena>> arenas;     // one per device, index = device
+  std::vector<std::shared_ptr<Device>> devices;   // engines and failure state, same index
   HandleTable<Stream> streams;
   HandleTable<Event> events;
   HandleTable<Kernel> kernels;
@@ -44,7 +46,10 @@ void host_log(int32_t level, const std::string& message);
 std::string config_string(const char* key);
 
 // Reads the config and builds the state (initialize), or tears it down
-// (shutdown: joins every stream, unmaps the arenas).
+// (shutdown: joins every stream, then the devices' engine threads, and
+// unmaps the arenas). Config keys (env SPORA_SIM_<KEY> through the host):
+// sim.devices, sim.memory_bytes, sim.lag_us, sim.fault_after_launches,
+// sim.disable_ops (read by sim_kernels.cpp).
 spora_plugin_error_t* create_state();
 void destroy_state();
 
@@ -52,11 +57,15 @@ void destroy_state();
 spora_plugin_error_t* get_state(State** out);
 // Validates `device` and returns its arena. `what` names the calling function.
 spora_plugin_error_t* get_arena(const char* what, int32_t device, Arena** out);
+// Validates `device` and returns its engines and failure state.
+spora_plugin_error_t* get_device(const char* what, int32_t device, std::shared_ptr<Device>* out);
 spora_plugin_error_t* get_stream(const char* what, spora_stream_t* handle, std::shared_ptr<Stream>* out);
 spora_plugin_error_t* get_event(const char* what, spora_event_t* handle, std::shared_ptr<Event>* out);
 
-// Waits for all work already enqueued on every stream of `device` (skipping
-// the calling worker's own stream, which cannot wait for itself).
+// Waits for all work already enqueued on every stream of `device`. Callers
+// refuse first to run on its callback thread (refuse_in_callback).
 void drain_device(int32_t device);
+// The same for every device (host_free_pinned, like cudaFreeHost).
+void drain_all_devices();
 
 }  // namespace spora::sim

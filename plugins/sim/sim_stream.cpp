@@ -1,9 +1,12 @@
 // Stream worker threads and event generations (see sim_stream.h).
 #include "sim_stream.h"
 
+#include <pthread.h>
 #include <xmmintrin.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "error.h"
@@ -11,40 +14,53 @@
 namespace spora::sim {
 namespace {
 
-// The stream whose worker is the current thread, if any.
-thread_local const Stream* tls_worker_of = nullptr;
+std::atomic<uint64_t> g_stream_serial{0};
 
 }  // namespace
 
 // ---- Stream ----
 
-Stream::Stream(int32_t device) : device_(device) { worker_ = std::thread([this] { run(); }); }
+Stream::Stream(std::shared_ptr<Device> device) : device_(std::move(device)) {
+  const uint64_t serial = g_stream_serial.fetch_add(1, std::memory_order_relaxed);
+  const std::string name = "sim" + std::to_string(device_->index()) + "-s" + std::to_string(serial);
+  worker_ = std::thread([this, name] {
+    pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+    run();
+  });
+}
 
 Stream::~Stream() {
   if (spora_plugin_error_t* err = close()) err->destroy(err);
 }
 
-bool Stream::on_worker_thread() const { return tls_worker_of == this; }
-
-spora_plugin_error_t* Stream::enqueue(Task task, bool wants_status) {
+spora_plugin_error_t* Stream::enqueue(Task task, Where where, bool wants_status, uint64_t* ticket) {
+  const auto due = std::chrono::steady_clock::now() + device_->lag();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) {
       return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
                                        "[sim] cannot enqueue work on a stream that is being destroyed");
     }
-    queue_.push_back(Item{std::move(task), wants_status});
+    queue_.push_back(Item{std::move(task), where, wants_status, due});
     ++enqueued_;
+    if (ticket) *ticket = enqueued_;
   }
   work_cv_.notify_one();
   return nullptr;
 }
 
-void Stream::drain() {
-  if (on_worker_thread()) return;
+void Stream::wait_for(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t target = enqueued_;
-  done_cv_.wait(lock, [&] { return completed_ >= target; });
+  done_cv_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
+void Stream::drain() {
+  uint64_t target = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    target = enqueued_;
+  }
+  wait_for(target);
 }
 
 spora_plugin_error_t* Stream::synchronize() {
@@ -71,8 +87,31 @@ spora_plugin_error_t* Stream::close() {
   return std::exchange(first_error_, nullptr);
 }
 
+spora_plugin_error_t* Stream::execute(Item& item, const spora_plugin_error_t* status) {
+  if (item.where != Where::kMarker) {
+    // The device runs behind the host by at least the lag.
+    if (device_->lag().count() > 0) std::this_thread::sleep_until(item.due);
+    // A failed device runs nothing more; callbacks are dropped, not called.
+    if (device_->failed()) return nullptr;
+  }
+  spora_plugin_error_t* err = nullptr;
+  auto job = [&] { err = spora::plugin::guard("sim", [&] { return item.task(status); }); };
+  switch (item.where) {
+    case Where::kCopyEngine:
+      device_->copy_engine().run(job);
+      break;
+    case Where::kCallbackThread:
+      device_->callbacks().run(job);
+      break;
+    case Where::kWorker:
+    case Where::kMarker:
+      job();
+      break;
+  }
+  return err;
+}
+
 void Stream::run() {
-  tls_worker_of = this;
   // Like the cpu plugin (and accelerators' fast-math defaults), kernels
   // flush denormals to zero; this is the worker's own thread, so the mode is
   // set once and never leaks into the host program.
@@ -92,7 +131,7 @@ void Stream::run() {
         status = spora::plugin::make_error(first_error_->code, first_error_->message);
       }
       lock.unlock();
-      err = spora::plugin::guard("sim", [&] { return item.task(status); });
+      err = execute(item, status);
       if (status) status->destroy(status);
       // `item` (and whatever its task captured) is released here, unlocked.
     }

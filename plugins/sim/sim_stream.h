@@ -1,10 +1,23 @@
 // Streams and events of the simulated accelerator.
 //
-// A Stream is an in-order queue served by its own worker thread. Each task
-// returns NULL or an error; the first error since the last synchronize is
-// kept for stream_synchronize and shown to later callbacks. An Event is a
-// generation counter: recording bumps the target generation and enqueues a
-// task that marks it reached (with a timestamp) when the worker gets there.
+// A Stream is an in-order queue served by its own worker thread (named
+// "sim<d>-s<n>"); workers of different streams share no lock while they run
+// work, so streams overlap. Each item says where it runs: kernels and
+// memsets on the worker itself, copies on the device's copy engine, host
+// callbacks on the device's callback thread (sim_device.h); the worker hands
+// those over and waits, so the stream still moves in order. Event records
+// and waits are markers, run on the worker.
+//
+// With sim.lag_us set, no item starts before lag_us after it was enqueued.
+// Once the device has failed (a sticky fault), items are skipped: kernels
+// and copies do not run and host callbacks are dropped, never called, as
+// CUDA does; markers still run so event waiters are released.
+//
+// Each item returns NULL or an error; the first error since the last
+// synchronize is kept for stream_synchronize and shown to later callbacks.
+// An Event is a generation counter: recording bumps the target generation
+// and enqueues a marker that marks it reached (with a timestamp) when the
+// worker gets there.
 #pragma once
 #include <spora/plugin.h>
 
@@ -17,6 +30,8 @@
 #include <mutex>
 #include <thread>
 
+#include "sim_device.h"
+
 namespace spora::sim {
 
 class Stream {
@@ -25,18 +40,26 @@ class Stream {
   // first error so far, valid for the duration of the call.
   using Task = std::function<spora_plugin_error_t*(const spora_plugin_error_t* status)>;
 
-  explicit Stream(int32_t device);  // starts the worker thread
-  ~Stream();                        // close(), dropping any pending error
+  // Where an item runs (see the file comment).
+  enum class Where { kWorker, kCopyEngine, kCallbackThread, kMarker };
+
+  explicit Stream(std::shared_ptr<Device> device);  // starts the worker thread
+  ~Stream();                                        // close(), dropping any pending error
 
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
-  int32_t device() const { return device_; }
+  int32_t device() const { return device_->index(); }
+  Device& device_state() const { return *device_; }
 
-  // Appends a task. Fails only once the stream is closing.
-  spora_plugin_error_t* enqueue(Task task, bool wants_status = false);
-  // Waits until every task enqueued before the call has finished. A no-op on
-  // the worker thread itself (it cannot wait for its own queue).
+  // Appends an item. Fails only once the stream is closing. *ticket (if
+  // given) is the item's position, for wait_for.
+  spora_plugin_error_t* enqueue(Task task, Where where, bool wants_status = false, uint64_t* ticket = nullptr);
+  // Waits until the item with `ticket` (and so every earlier one) finished.
+  void wait_for(uint64_t ticket);
+  // Waits until every item enqueued before the call has finished. Callers
+  // refuse first to wait from the device's callback thread
+  // (refuse_in_callback); no plugin code waits on a stream worker.
   void drain();
   // drain(), then hands over (and clears) the first error.
   spora_plugin_error_t* synchronize();
@@ -45,17 +68,18 @@ class Stream {
   // Drains, stops and joins the worker. Returns the unreported first error,
   // if any. Idempotent.
   spora_plugin_error_t* close();
-  // True when called from this stream's worker (e.g. inside a callback).
-  bool on_worker_thread() const;
 
  private:
   struct Item {
     Task task;
+    Where where;
     bool wants_status;
+    std::chrono::steady_clock::time_point due;  // enqueue time + lag
   };
   void run();
+  spora_plugin_error_t* execute(Item& item, const spora_plugin_error_t* status);
 
-  const int32_t device_;
+  const std::shared_ptr<Device> device_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // worker: queue non-empty or stopping
   std::condition_variable done_cv_;  // waiters: completed_ advanced

@@ -1,4 +1,9 @@
 // Table functions for streams and events (the objects are in sim_stream.h).
+//
+// Calls that wait for a device's queued work (stream_synchronize,
+// stream_destroy, event_synchronize) are refused on that device's host
+// callback thread, and every call on a failed device except the destroys
+// returns the device's sticky error (sim_device.h).
 #include <chrono>
 #include <string>
 
@@ -16,10 +21,12 @@ spora_plugin_error_t* invalid(const std::string& message) {
   return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] " + message);
 }
 
-// A worker waiting for its own queue would wait forever.
-spora_plugin_error_t* refuse_on_own_worker(const char* what, const Stream& stream) {
-  if (!stream.on_worker_thread()) return nullptr;
-  return invalid(std::string(what) + " called from a callback of the same stream would deadlock");
+spora_plugin_error_t* sticky(const char* fn, const Stream& stream) { return stream.device_state().sticky_error(fn); }
+
+spora_plugin_error_t* sticky(const char* fn, int32_t device) {
+  std::shared_ptr<Device> d;
+  if (auto* err = get_device(fn, device, &d)) return err;
+  return d->sticky_error(fn);
 }
 
 }  // namespace
@@ -30,10 +37,11 @@ spora_plugin_error_t* stream_create(int32_t device, spora_stream_t** out) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     if (!out) return invalid("stream_create: out is NULL");
     State* state = nullptr;
-    Arena* arena = nullptr;
-    if (auto* err = get_arena("stream_create", device, &arena)) return err;
+    std::shared_ptr<Device> d;
+    if (auto* err = get_device("stream_create", device, &d)) return err;
+    if (auto* err = d->sticky_error("stream_create")) return err;
     if (auto* err = get_state(&state)) return err;
-    *out = static_cast<spora_stream_t*>(state->streams.add(std::make_shared<Stream>(device)));
+    *out = static_cast<spora_stream_t*>(state->streams.add(std::make_shared<Stream>(std::move(d))));
     return nullptr;
   });
 }
@@ -43,7 +51,7 @@ spora_plugin_error_t* stream_destroy(spora_stream_t* stream) {
     State* state = nullptr;
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_destroy", stream, &s)) return err;
-    if (auto* err = refuse_on_own_worker("stream_destroy", *s)) return err;
+    if (auto* err = refuse_in_callback("stream_destroy", s->device())) return err;
     if (auto* err = get_state(&state)) return err;
     if (!state->streams.remove(stream)) return invalid("stream_destroy: stream was destroyed concurrently");
     // close() drains the queue and joins the worker.
@@ -60,8 +68,10 @@ spora_plugin_error_t* stream_synchronize(spora_stream_t* stream) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_synchronize", stream, &s)) return err;
-    if (auto* err = refuse_on_own_worker("stream_synchronize", *s)) return err;
-    return s->synchronize();
+    if (auto* err = refuse_in_callback("stream_synchronize", s->device())) return err;
+    // The fault itself first (it is the stream's first error), then sticky.
+    if (spora_plugin_error_t* err = s->synchronize()) return err;
+    return sticky("stream_synchronize", *s);
   });
 }
 
@@ -70,6 +80,7 @@ spora_plugin_error_t* stream_query(spora_stream_t* stream, int32_t* out_done) {
     if (!out_done) return invalid("stream_query: out_done is NULL");
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_query", stream, &s)) return err;
+    if (auto* err = sticky("stream_query", *s)) return err;
     *out_done = s->idle() ? 1 : 0;
     return nullptr;
   });
@@ -81,14 +92,17 @@ spora_plugin_error_t* stream_wait_event(spora_stream_t* stream, spora_event_t* e
     std::shared_ptr<Event> ev;
     if (auto* err = get_stream("stream_wait_event", stream, &s)) return err;
     if (auto* err = get_event("stream_wait_event", event, &ev)) return err;
+    if (auto* err = sticky("stream_wait_event", *s)) return err;
     // Wait for the point recorded by now; a later re-record does not move it.
     const uint64_t gen = ev->target();
     if (ev->reached(gen)) return nullptr;
     // The task owns a reference, so the event may be destroyed meanwhile.
-    return s->enqueue([ev, gen](const spora_plugin_error_t*) -> spora_plugin_error_t* {
-      ev->wait(gen);
-      return nullptr;
-    });
+    return s->enqueue(
+        [ev, gen](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          ev->wait(gen);
+          return nullptr;
+        },
+        Stream::Where::kMarker);
   });
 }
 
@@ -97,12 +111,14 @@ spora_plugin_error_t* stream_add_callback(spora_stream_t* stream, spora_host_cal
     if (!fn) return invalid("stream_add_callback: fn is NULL");
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_add_callback", stream, &s)) return err;
+    if (auto* err = sticky("stream_add_callback", *s)) return err;
+    // Runs on the device's callback thread; dropped once the device failed.
     return s->enqueue(
         [fn, user_data](const spora_plugin_error_t* status) -> spora_plugin_error_t* {
           fn(user_data, status);
           return nullptr;
         },
-        /*wants_status=*/true);
+        Stream::Where::kCallbackThread, /*wants_status=*/true);
   });
 }
 
@@ -112,8 +128,7 @@ spora_plugin_error_t* event_create(int32_t device, spora_event_t** out) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     if (!out) return invalid("event_create: out is NULL");
     State* state = nullptr;
-    Arena* arena = nullptr;
-    if (auto* err = get_arena("event_create", device, &arena)) return err;
+    if (auto* err = sticky("event_create", device)) return err;  // also validates the index
     if (auto* err = get_state(&state)) return err;
     *out = static_cast<spora_event_t*>(state->events.add(std::make_shared<Event>(device)));
     return nullptr;
@@ -142,11 +157,14 @@ spora_plugin_error_t* event_record(spora_event_t* event, spora_stream_t* stream)
       return invalid("event_record: event of device " + std::to_string(ev->device()) +
                      " recorded on a stream of device " + std::to_string(s->device()));
     }
+    if (auto* err = sticky("event_record", *s)) return err;
     const uint64_t gen = ev->begin_record();
-    spora_plugin_error_t* err = s->enqueue([ev, gen](const spora_plugin_error_t*) -> spora_plugin_error_t* {
-      ev->mark_reached(gen, Event::Clock::now());
-      return nullptr;
-    });
+    spora_plugin_error_t* err = s->enqueue(
+        [ev, gen](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          ev->mark_reached(gen, Event::Clock::now());
+          return nullptr;
+        },
+        Stream::Where::kMarker);
     // The generation is already published: never leave a waiter stranded on it.
     if (err) ev->mark_reached(gen, Event::Clock::now());
     return err;
@@ -158,6 +176,7 @@ spora_plugin_error_t* event_query(spora_event_t* event, int32_t* out_done) {
     if (!out_done) return invalid("event_query: out_done is NULL");
     std::shared_ptr<Event> ev;
     if (auto* err = get_event("event_query", event, &ev)) return err;
+    if (auto* err = sticky("event_query", ev->device())) return err;
     *out_done = ev->reached(ev->target()) ? 1 : 0;
     return nullptr;
   });
@@ -167,8 +186,9 @@ spora_plugin_error_t* event_synchronize(spora_event_t* event) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     std::shared_ptr<Event> ev;
     if (auto* err = get_event("event_synchronize", event, &ev)) return err;
+    if (auto* err = refuse_in_callback("event_synchronize", ev->device())) return err;
     ev->wait(ev->target());
-    return nullptr;
+    return sticky("event_synchronize", ev->device());
   });
 }
 
