@@ -117,6 +117,10 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     for (int i = 0; i < d.num_outputs; ++i)
       if (!outp[static_cast<size_t>(i)] && d.out[i].bytes() > 0)
         return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "kernel_launch(" + op + "): output " + std::to_string(i) + " is NULL");
+    // The kernels check cudaGetLastError after launching: clear what an
+    // earlier call left there first.
+    if (const cudaError_t prior = take_stale_error("kernel_launch"); prior != cudaSuccess)
+      return runtime_error("kernel_launch(" + op + "): the device failed before this launch", prior);
     const cudaError_t e = k->plan.launch(k->plan, in.data(), outp.data(), workspace, s->stream);
     if (e != cudaSuccess) return runtime_error("kernel_launch(" + op + ")", e);
     return nullptr;

@@ -25,6 +25,11 @@
 #define cudaGetErrorString hipGetErrorString
 #define cudaGetErrorName hipGetErrorName
 #define cudaGetLastError hipGetLastError
+#define cudaErrorIllegalAddress hipErrorIllegalAddress
+#define cudaErrorLaunchFailure hipErrorLaunchFailure
+#define cudaErrorAssert hipErrorAssert
+#define cudaErrorLaunchTimeout hipErrorLaunchTimeOut
+#define cudaErrorECCUncorrectable hipErrorECCNotCorrectable
 #define cudaGetDeviceCount hipGetDeviceCount
 #define cudaSetDevice hipSetDevice
 #define cudaGetDevice hipGetDevice

@@ -1,5 +1,6 @@
 #include "gpu_state.h"
 
+#include <mutex>
 #include <string>
 
 #include "error.h"
@@ -17,7 +18,13 @@ namespace {
 // thread, at exit); table functions only read the pointer.
 std::atomic<State*> g_state{nullptr};
 
+// The device's first sticky error ("" while healthy): once the context has
+// one, every runtime call returns it until the process exits.
+std::mutex g_failed_mu;
+std::string g_failed;
+
 int32_t code_of(cudaError_t e) {
+  if (is_sticky(e)) return SPORA_PLUGIN_UNAVAILABLE;
   switch (e) {
     case cudaErrorMemoryAllocation: return SPORA_PLUGIN_OUT_OF_MEMORY;
     case cudaErrorNoDevice:
@@ -51,8 +58,51 @@ spora_plugin_error_t* plugin_error(int32_t code, const std::string& message) {
   return spora::plugin::make_error(code, std::string("[") + kPluginName + "] " + message);
 }
 
+bool is_sticky(cudaError_t e) {
+  switch (e) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorECCUncorrectable:
+#if !defined(SPORA_GPU_HIP)
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+#endif
+      return true;
+    default: return false;
+  }
+}
+
 spora_plugin_error_t* runtime_error(const std::string& what, cudaError_t e) {
-  return plugin_error(code_of(e), what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+  std::string msg = what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")";
+  if (is_sticky(e)) {
+    // Reported by whichever call meets it first, which is rarely the call
+    // that caused it (kernels run asynchronously).
+    msg += "; the device has failed (a sticky error: every later call fails the same way) -- restart the process";
+    std::lock_guard<std::mutex> lock(g_failed_mu);
+    if (g_failed.empty()) {
+      g_failed = msg;
+      host_log(SPORA_LOG_ERROR, "device failed: " + msg);
+    }
+  }
+  return plugin_error(code_of(e), msg);
+}
+
+spora_plugin_error_t* failed_error(const std::string& what) {
+  std::lock_guard<std::mutex> lock(g_failed_mu);
+  if (g_failed.empty()) return nullptr;
+  return plugin_error(SPORA_PLUGIN_UNAVAILABLE, what + ": the device failed earlier: " + g_failed);
+}
+
+cudaError_t take_stale_error(const char* what) {
+  const cudaError_t prior = cudaGetLastError();
+  if (prior != cudaSuccess && !is_sticky(prior))
+    host_log(SPORA_LOG_DEBUG, std::string(what) + ": cleared an earlier call's error " + cudaGetErrorName(prior));
+  return is_sticky(prior) ? prior : cudaSuccess;
 }
 
 spora_plugin_error_t* create_state() {
@@ -119,6 +169,7 @@ spora_plugin_error_t* use_device(const char* what, int32_t device) {
   if (device < 0 || device >= static_cast<int32_t>(state->devices.size()))
     return plugin_error(SPORA_PLUGIN_NOT_FOUND, std::string(what) + ": no device " + std::to_string(device) + " (" +
                                                     std::to_string(state->devices.size()) + " present)");
+  if (auto* err = failed_error(what)) return err;
   if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return runtime_error(std::string(what) + ": cudaSetDevice", e);
   return nullptr;
 }
@@ -128,6 +179,7 @@ spora_plugin_error_t* get_stream(const char* what, spora_stream_t* handle, std::
   if (auto* err = get_state(&state)) return err;
   auto s = state->streams.find(handle);
   if (!s) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string(what) + ": " + (handle ? "unknown or destroyed stream" : "stream is NULL"));
+  if (auto* err = failed_error(what)) return err;
   if (cudaError_t e = cudaSetDevice(s->device); e != cudaSuccess) return runtime_error(std::string(what) + ": cudaSetDevice", e);
   *out = std::move(s);
   return nullptr;

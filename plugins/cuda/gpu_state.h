@@ -53,6 +53,15 @@ void host_log(int32_t level, const std::string& message);
 // "[cuda] <what>: cudaErrorX (message)" with a plugin code that fits the
 // runtime's error (out of memory, unavailable, invalid argument, internal).
 spora_plugin_error_t* runtime_error(const std::string& what, cudaError_t e);
+// Errors after which the context is unusable (illegal address, launch
+// failure, device assert, ...): runtime_error reports them as
+// SPORA_PLUGIN_UNAVAILABLE and records the first as the device's failure.
+bool is_sticky(cudaError_t e);
+// The recorded failure as an UNAVAILABLE error, or NULL while healthy.
+spora_plugin_error_t* failed_error(const std::string& what);
+// Clears the thread's last-error slot before a launch, so that an earlier
+// call's error is not blamed on the next kernel; returns it only if sticky.
+cudaError_t take_stale_error(const char* what);
 // An error of `code` whose message starts with "[cuda] " / "[rocm] ".
 spora_plugin_error_t* plugin_error(int32_t code, const std::string& message);
 

@@ -1,6 +1,10 @@
 #include "runtime/device.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/plugin_library.h"
@@ -56,7 +60,7 @@ Device::Device(PluginRecord* plugin, int32_t index)
   spora_device_properties_t p{};
   p.struct_size = sizeof(p);
   if (spora_plugin_error_t* e = api_->device_properties(index, &p))
-    throw_if_error(e, "[" + name_ + "] device_properties");
+    raise(e, "[" + name_ + "] device_properties");
   auto str = [](const char* s) { return std::string(s ? s : ""); };
   props_ = {{"name", str(p.name)},
             {"vendor", str(p.vendor)},
@@ -70,19 +74,45 @@ Device::Device(PluginRecord* plugin, int32_t index)
   unified_ = p.unified_memory != 0;
 }
 
+void Device::raise(spora_plugin_error_t* e, const std::string& context) {
+  if (e && e->code == SPORA_PLUGIN_UNAVAILABLE) {
+    std::lock_guard<std::mutex> lock(failed_mu_);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      failure_ = context + ": " + (e->message ? e->message : "(no message)");
+      failed_.store(true, std::memory_order_release);
+      logger().error("[{}] device failed: {}", name_, failure_);
+    }
+  }
+  throw_if_error(e, context);
+  fail(Code::kInternal, "{}: failed without an error", context);  // e was NULL
+}
+
+std::string Device::failure() const {
+  std::lock_guard<std::mutex> lock(failed_mu_);
+  return failure_;
+}
+
+void Device::throw_failed() const {
+  fail(Code::kUnavailable,
+       "[{}] the device failed earlier and runs no more work: {}. Its memory and queued results are lost; "
+       "restart the process to use it again",
+       name_, failure());
+}
+
 spora_stream_t* Device::stream() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream_) {
     if (spora_plugin_error_t* e = api_->stream_create(index_, &stream_))
-      throw_if_error(e, "[" + name_ + "] stream_create");
+      raise(e, "[" + name_ + "] stream_create");
   }
   return stream_;
 }
 
 spora_devptr_t Device::alloc(size_t bytes) {
+  check_alive();
   spora_devptr_t p = nullptr;
   if (spora_plugin_error_t* e = api_->mem_alloc(index_, bytes, &p))
-    throw_if_error(e, "[" + name_ + "] alloc of " + std::to_string(bytes) + " bytes");
+    raise(e, "[" + name_ + "] alloc of " + std::to_string(bytes) + " bytes");
   return p;
 }
 
@@ -96,21 +126,25 @@ void Device::free(spora_devptr_t ptr) noexcept {
 }
 
 void Device::copy_h2d(spora_devptr_t dst, const void* src, size_t bytes) {
+  check_alive();
   ++host_waits_;
   if (spora_plugin_error_t* e = api_->copy_h2d(index_, dst, src, bytes))
-    throw_if_error(e, "[" + name_ + "] copy to device");
+    raise(e, "[" + name_ + "] copy to device");
 }
 void Device::copy_d2h(void* dst, spora_devptr_t src, size_t bytes) {
+  check_alive();
   ++host_waits_;
   if (spora_plugin_error_t* e = api_->copy_d2h(index_, dst, src, bytes))
-    throw_if_error(e, "[" + name_ + "] copy to host");
+    raise(e, "[" + name_ + "] copy to host");
 }
 void Device::copy_d2d(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  check_alive();
   ++host_waits_;
   if (spora_plugin_error_t* e = api_->copy_d2d(index_, dst, src, bytes))
-    throw_if_error(e, "[" + name_ + "] copy on device");
+    raise(e, "[" + name_ + "] copy on device");
 }
 void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
+  check_alive();
   ++host_waits_;
   if (!api_->memset) {
     // Optional in practice: emulate with a host buffer.
@@ -118,10 +152,11 @@ void Device::memset(spora_devptr_t dst, int byte, size_t bytes) {
     copy_h2d(dst, zeros.data(), bytes);
     return;
   }
-  if (spora_plugin_error_t* e = api_->memset(index_, dst, byte, bytes)) throw_if_error(e, "[" + name_ + "] memset");
+  if (spora_plugin_error_t* e = api_->memset(index_, dst, byte, bytes)) raise(e, "[" + name_ + "] memset");
 }
 
 void Device::synchronize() {
+  check_alive();
   ++host_waits_;
   spora_stream_t* s;
   {
@@ -129,7 +164,7 @@ void Device::synchronize() {
     s = stream_;
   }
   if (!s) return;
-  if (spora_plugin_error_t* e = api_->stream_synchronize(s)) throw_if_error(e, "[" + name_ + "]");
+  if (spora_plugin_error_t* e = api_->stream_synchronize(s)) raise(e, "[" + name_ + "]");
 }
 
 bool Device::has_async() const {
@@ -145,22 +180,120 @@ Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
 }  // namespace
 
 void Device::copy_h2d_async(spora_devptr_t dst, const void* src, size_t bytes) {
+  check_alive();
   auto* fn = need_entry(api_->copy_h2d_async, "copy_h2d_async", name_);
   if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes))
-    throw_if_error(e, "[" + name_ + "] async copy to device");
+    raise(e, "[" + name_ + "] async copy to device");
 }
 void Device::copy_d2h_async(void* dst, spora_devptr_t src, size_t bytes) {
+  check_alive();
   auto* fn = need_entry(api_->copy_d2h_async, "copy_d2h_async", name_);
-  if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes)) throw_if_error(e, "[" + name_ + "] async copy to host");
+  if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes)) raise(e, "[" + name_ + "] async copy to host");
 }
 void Device::copy_d2d_async(spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
+  check_alive();
   auto* fn = need_entry(api_->copy_d2d_async, "copy_d2d_async", name_);
   if (spora_plugin_error_t* e = fn(stream(), dst, src, bytes))
-    throw_if_error(e, "[" + name_ + "] async copy on device");
+    raise(e, "[" + name_ + "] async copy on device");
 }
 void Device::host_callback(spora_host_callback_fn cb, void* user_data) {
+  check_alive();
   auto* fn = need_entry(api_->stream_add_callback, "stream_add_callback", name_);
-  if (spora_plugin_error_t* e = fn(stream(), cb, user_data)) throw_if_error(e, "[" + name_ + "] host callback");
+  if (spora_plugin_error_t* e = fn(stream(), cb, user_data)) raise(e, "[" + name_ + "] host callback");
+}
+
+bool Device::stream_done() {
+  if (!api_->stream_query) return false;
+  int32_t done = 0;
+  if (spora_plugin_error_t* e = api_->stream_query(stream(), &done)) raise(e, "[" + name_ + "] stream_query");
+  return done != 0;
+}
+
+// Seconds a host wait for a device's queued work may take before it fails
+// with Code::kTimeout (SPORA_DEVICE_TIMEOUT_S; 0 = no limit).
+static double device_timeout_s() {
+  const char* s = std::getenv("SPORA_DEVICE_TIMEOUT_S");
+  if (!s || !*s) return 600.0;
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || *end != '\0' || !std::isfinite(v) || v < 0)
+    fail(Code::kInvalidArgument, "[device] SPORA_DEVICE_TIMEOUT_S='{}' is not a non-negative number of seconds", s);
+  return v;
+}
+
+// wait_idle never waits for the marker callback alone: a runtime skips callbacks
+// queued behind a failed device (CUDA's host functions never run once the
+// context has a sticky error), so the wait also watches the stream. A stream
+// that drained without running the marker means the device failed: its
+// error is raised. A wait longer than SPORA_DEVICE_TIMEOUT_S fails with
+// Code::kTimeout naming the device.
+void Device::wait_idle() {
+  struct Gate {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool open = false;
+  };
+  // Shared with the callback, which may still run after a timeout.
+  auto gate = std::make_shared<Gate>();
+  auto* ref = new std::shared_ptr<Gate>(gate);
+  try {
+    host_callback(
+        [](void* user, const spora_plugin_error_t*) {
+          std::unique_ptr<std::shared_ptr<Gate>> g(static_cast<std::shared_ptr<Gate>*>(user));
+          std::lock_guard<std::mutex> lock((*g)->mu);
+          (*g)->open = true;
+          (*g)->cv.notify_all();
+        },
+        ref);
+  } catch (...) {
+    delete ref;
+    throw;
+  }
+  const double limit = device_timeout_s();
+  const auto start = std::chrono::steady_clock::now();
+  auto poll = std::chrono::microseconds(200);
+  std::unique_lock<std::mutex> lock(gate->mu);
+  while (!gate->cv.wait_for(lock, poll, [&] { return gate->open; })) {
+    lock.unlock();
+    const bool drained = stream_done();  // raises a lost device's error
+    lock.lock();
+    if (gate->open) break;
+    if (drained) {
+      lock.unlock();
+      synchronize();  // raises the failure that made the runtime skip the marker
+      spora_plugin_error_t lost{};
+      lost.struct_size = sizeof(lost);
+      lost.code = SPORA_PLUGIN_UNAVAILABLE;
+      lost.message = "the stream finished without running a queued host callback: the device has failed";
+      raise(&lost, "[" + name_ + "]");
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (limit > 0 && waited >= limit)
+      fail(Code::kTimeout,
+           "[{}] waited {:.0f} s for the device's queued work to finish (SPORA_DEVICE_TIMEOUT_S={}); the device or a "
+           "host callback on it may be hung",
+           name_, waited, limit);
+    poll = std::min(poll * 2, std::chrono::microseconds(50000));
+  }
+}
+
+bool Device::has_pinned() const { return api_->host_alloc_pinned && api_->host_free_pinned; }
+
+void* Device::host_alloc_pinned(size_t bytes) {
+  check_alive();
+  auto* fn = need_entry(api_->host_alloc_pinned, "host_alloc_pinned", name_);
+  void* p = nullptr;
+  if (spora_plugin_error_t* e = fn(bytes, &p))
+    raise(e, "[" + name_ + "] pinned host allocation of " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void Device::host_free_pinned(void* ptr) noexcept {
+  if (!ptr || !api_->host_free_pinned) return;
+  if (spora_plugin_error_t* e = api_->host_free_pinned(ptr)) {
+    logger().error("[{}] freeing pinned host memory failed: {}", name_, e->message ? e->message : "");
+    if (e->destroy) e->destroy(e);
+  }
 }
 
 void Device::reserve_workspace(size_t bytes) {
@@ -238,17 +371,18 @@ KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
   d.num_attrs = attrs.size();
   d.attrs = attrs.data();
   if (spora_plugin_error_t* e = api_->kernel_create(index_, &d, &entry->kernel, &entry->workspace))
-    throw_if_error(e, "[" + op.name + "] on " + name_);
+    raise(e, "[" + op.name + "] on " + name_);
   logger().debug("[{}] planned kernel on {}", op.name, name_);
   kernels_.emplace(h, entry);
   return entry;
 }
 
 void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs) {
+  check_alive();
   spora_stream_t* s = stream();
   if (k.workspace == 0) {
     if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, nullptr, s))
-      throw_if_error(e, "[" + k.op->name + "] on " + name_);
+      raise(e, "[" + k.op->name + "] on " + name_);
     return;
   }
   std::lock_guard<std::mutex> lock(workspace_mu_);
@@ -258,7 +392,7 @@ void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const sp
     workspace_ = std::make_shared<Buffer>(this, k.workspace);
   }
   if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s))
-    throw_if_error(e, "[" + k.op->name + "] on " + name_);
+    raise(e, "[" + k.op->name + "] on " + name_);
 }
 
 }  // namespace spora

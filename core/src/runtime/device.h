@@ -68,6 +68,30 @@ class Device {
   void copy_d2d_async(spora_devptr_t dst, spora_devptr_t src, size_t bytes);
   void host_callback(spora_host_callback_fn fn, void* user_data);
   bool has_async() const;  // all four of the above are available
+  // Blocks until the stream has run everything queued so far, without
+  // taking its pending error (that stays for synchronize). Never waits for
+  // a callback alone: a stream that drains without running the marker
+  // callback means the device failed (its error is raised); a wait over
+  // SPORA_DEVICE_TIMEOUT_S seconds (default 600, 0 = none) fails with
+  // Code::kTimeout naming the device.
+  void wait_idle();
+  // True when the stream has run everything queued so far (never blocks;
+  // plugins without stream_query report false).
+  bool stream_done();
+
+  // Page-locked host memory from this device's plugin. Async copies from
+  // and to it are ordered by the stream alone (plugin.h), so a host callback
+  // queued before an h2d copy may produce its bytes. has_pinned() is false
+  // when the plugin has none: the host then orders such copies itself.
+  bool has_pinned() const;
+  void* host_alloc_pinned(size_t bytes);
+  void host_free_pinned(void* ptr) noexcept;  // logs failures: runs from destructors
+
+  // Set when a plugin call reported the device lost (SPORA_PLUGIN_UNAVAILABLE
+  // after initialize, e.g. CUDA's sticky illegal-address error): every later
+  // call fails at once with this reason instead of queueing more work.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  std::string failure() const;
   // Calls above that make the host wait for the device's queued work
   // (synchronous copies and memset, synchronize, free): a count for tests
   // that check an execution plan issues none between its launches.
@@ -93,6 +117,13 @@ class Device {
 
  private:
   spora_stream_t* stream();
+  // Throws if the device failed earlier.
+  void check_alive() const {
+    if (failed_.load(std::memory_order_relaxed)) throw_failed();
+  }
+  [[noreturn]] void throw_failed() const;
+  // throw_if_error, recording a lost device first.
+  [[noreturn]] void raise(spora_plugin_error_t* e, const std::string& context);
 
   PluginRecord* plugin_;
   const spora_device_api_t* api_;
@@ -111,6 +142,9 @@ class Device {
   uint64_t clock_ = 0;
   std::atomic<uint64_t> host_waits_{0};
   std::atomic<bool> fallback_{true};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failed_mu_;
+  std::string failure_;
 };
 
 }  // namespace spora

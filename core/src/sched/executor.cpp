@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstdlib>
 #include <map>
 
@@ -112,31 +111,6 @@ void copy_in_stream(Device* d, spora_devptr_t dst, spora_devptr_t src, size_t by
     d->copy_d2d(dst, src, bytes);
 }
 
-// Blocks until the device's stream has run everything queued so far, without
-// taking the stream's pending error (that stays for the user's synchronize).
-void wait_for_stream(Device* d) noexcept {
-  struct Gate {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool open = false;
-  } gate;
-  try {
-    d->host_callback(
-        [](void* user, const spora_plugin_error_t*) {
-          auto* g = static_cast<Gate*>(user);
-          std::lock_guard<std::mutex> lock(g->mu);
-          g->open = true;
-          g->cv.notify_all();
-        },
-        &gate);
-  } catch (const std::exception& e) {
-    logger().error("[graph] cannot wait for {}: {}", d->name(), e.what());
-    return;
-  }
-  std::unique_lock<std::mutex> lock(gate.mu);
-  gate.cv.wait(lock, [&] { return gate.open; });
-}
-
 }  // namespace
 
 int64_t max_while_iterations() {
@@ -150,8 +124,15 @@ int64_t max_while_iterations() {
 }
 
 Executable::~Executable() {
-  // Queued host callbacks point into this plan's steps.
-  if (host_ops_) wait_for_stream(device_);
+  // Queued host callbacks point into this plan's steps (and the pinned host
+  // arena they read and write).
+  if (host_ops_ && device_->has_async() && !device_->failed()) {
+    try {
+      device_->wait_idle();
+    } catch (const std::exception& e) {
+      logger().error("[graph {}] releasing a plan: {}", graph_.name(), e.what());
+    }
+  }
 }
 
 void Executable::raise_async_error() {
@@ -413,7 +394,24 @@ Executable::Executable(const ir::Graph& graph, Device* device) : device_(device)
     }
     const MemoryPlan hplan = plan_memory(host_requests);
     host_arena_bytes_ = hplan.arena_bytes;
-    if (host_arena_bytes_ > 0) host_arena_ = std::make_shared<Buffer>(host_, host_arena_bytes_);
+    // The host arena takes part in copies ordered after host callbacks (a
+    // cpu step's outputs are written by its callback, then copied to the
+    // device): it must be the device plugin's pinned memory, which async
+    // copies read and write when the stream reaches them. Pageable memory
+    // may be read when the copy is enqueued (CUDA does), before the
+    // callback has run. A plugin without pinned memory gets synchronous
+    // cpu steps instead (run_into).
+    host_steps_async_ = device_->has_pinned();
+    if (host_arena_bytes_ > 0) {
+      if (host_steps_async_) {
+        Device* dev = device_;
+        void* p = dev->host_alloc_pinned(host_arena_bytes_);
+        host_arena_ = std::make_shared<Buffer>(host_, reinterpret_cast<spora_devptr_t>(p), host_arena_bytes_,
+                                               [dev, p] { dev->host_free_pinned(p); });
+      } else {
+        host_arena_ = std::make_shared<Buffer>(host_, host_arena_bytes_);
+      }
+    }
     std::map<std::pair<int32_t, int32_t>, uint64_t> host_offset;
     for (size_t i = 0; i < host_requests.size(); ++i)
       host_offset[{host_value[i].node, host_value[i].index}] = hplan.offsets[i];
@@ -563,11 +561,24 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
           return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host_arena_->ptr()) + offset);
         };
         try {
-          for (const HostCopy& c : step->copy_in)
-            if (c.bytes) device_->copy_d2h_async(host_addr(c.host_offset), addr(c.value), c.bytes);
-          device_->host_callback(&HostLaunch::run, step.get());
-          for (const HostCopy& c : step->copy_out)
-            if (c.bytes) device_->copy_h2d_async(addr(c.value), host_addr(c.host_offset), c.bytes);
+          if (host_steps_async_) {
+            // In stream order: the copies in, the cpu kernel from a
+            // callback, the copies out -- from pinned memory, so they read
+            // what the callback wrote.
+            for (const HostCopy& c : step->copy_in)
+              if (c.bytes) device_->copy_d2h_async(host_addr(c.host_offset), addr(c.value), c.bytes);
+            device_->host_callback(&HostLaunch::run, step.get());
+            for (const HostCopy& c : step->copy_out)
+              if (c.bytes) device_->copy_h2d_async(addr(c.value), host_addr(c.host_offset), c.bytes);
+          } else {
+            // No pinned memory: synchronous copies order the step (each
+            // waits for the work queued before it).
+            for (const HostCopy& c : step->copy_in)
+              if (c.bytes) device_->copy_d2h(host_addr(c.host_offset), addr(c.value), c.bytes);
+            step->host->launch(*step->kernel, step->host_in, step->host_out);
+            for (const HostCopy& c : step->copy_out)
+              if (c.bytes) device_->copy_h2d(addr(c.value), host_addr(c.host_offset), c.bytes);
+          }
         } catch (const Error& e) {
           node_error(graph_.node(step->node), e.code(), e.what());
         }
@@ -582,7 +593,7 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
         try {
           std::shared_ptr<Communicator> comm = Communicator::find(step->group, n.op->name);
           if (device_->has_async())
-            wait_for_stream(device_);  // leaves the stream's pending error to the user's synchronize
+            device_->wait_idle();  // leaves the stream's pending error to the user's synchronize
           else
             device_->synchronize();
           const TensorMeta& m = graph_.meta(step->inputs[0]);

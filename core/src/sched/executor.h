@@ -19,6 +19,10 @@
 // it needs from the device into a second arena, on cpu (asynchronous d2h
 // copies on the device's stream), runs the cpu kernel from a host callback
 // in stream order, and copies the outputs the device needs back (async h2d).
+// That arena is the device plugin's pinned host memory: an async copy from
+// pageable memory may read it when enqueued (CUDA stages it then), before
+// the callback has written it. A plugin without pinned memory gets the
+// same step with synchronous copies and the kernel run inline.
 // Values flowing between cpu-placed ops stay on cpu; constants they read
 // are uploaded to cpu once.
 //
@@ -95,6 +99,9 @@ class Executable {
   uint64_t arena_bytes_ = 0, naive_bytes_ = 0, host_arena_bytes_ = 0;
   uint64_t sub_bytes_ = 0, sub_naive_bytes_ = 0;  // held by control-flow steps
   size_t host_ops_ = 0, host_copies_ = 0;
+  // cpu steps run from host callbacks between async copies (the device has
+  // pinned host memory for the host arena), else synchronously.
+  bool host_steps_async_ = false;
   struct Slot;  // where each value lives
   std::vector<std::vector<Slot>> slots_;
   // First failure of a cpu-placed kernel in a host callback, raised by the

@@ -110,7 +110,9 @@ typedef enum spora_plugin_code {
   SPORA_PLUGIN_OK = 0,
   SPORA_PLUGIN_INVALID_ARGUMENT = 1, /* caller passed something malformed */
   SPORA_PLUGIN_NOT_FOUND = 2,        /* unknown device, handle or key */
-  SPORA_PLUGIN_UNAVAILABLE = 3,      /* no driver / no device / lost device */
+  SPORA_PLUGIN_UNAVAILABLE = 3,      /* no driver / no device / lost device: after initialize, a device
+                                        call returning it means the device failed (CUDA sticky error);
+                                        the host stops using the device and names this reason */
   SPORA_PLUGIN_UNIMPLEMENTED = 4,    /* op, dtype or feature not supported */
   SPORA_PLUGIN_OUT_OF_MEMORY = 5,
   SPORA_PLUGIN_TIMEOUT = 6,
@@ -337,7 +339,13 @@ typedef struct spora_device_properties {
 /* Host callback run in stream order, on a plugin-owned thread, after all
  * earlier work in the stream finished. `status` is NULL if that work
  * succeeded, else a borrowed error describing the failure (do not destroy). It
- * must not call back into the same stream synchronously. */
+ * must not call back into the same stream synchronously. The thread is not
+ * the one that runs kernels and may be shared by all streams of the device
+ * (CUDA runs host functions on one runtime thread): a callback must not
+ * block on another stream's callbacks. Once the device has failed (a sticky
+ * error such as an illegal address), a plugin may skip callbacks queued
+ * behind the failure: CUDA never runs them. The host therefore never waits
+ * for a callback alone; it also watches stream_query or a timeout. */
 typedef void (*spora_host_callback_fn)(void* user_data, const spora_plugin_error_t* status);
 
 /* Root table of a device plugin. Functions marked (optional) may be NULL.
@@ -366,7 +374,13 @@ typedef struct spora_device_api {
   /* Frees after all work already enqueued on any stream that uses it
    * completes (the host guarantees nothing new is enqueued). NULL is a no-op. */
   spora_plugin_error_t* (*mem_free)(int32_t device, spora_devptr_t ptr);
-  /* (optional) Page-locked host memory for faster async copies. */
+  /* (optional) Page-locked ("pinned") host memory. Asynchronous copies from
+   * and to it are ordered by the stream alone (see below), so the host may
+   * fill it from a host callback queued before the copy. A plugin whose
+   * runtime stages or reads pageable memory early must provide these; the
+   * host then allocates every host buffer that takes part in stream-ordered
+   * copies here. Without them the host orders such copies itself
+   * (synchronous copies). */
   spora_plugin_error_t* (*host_alloc_pinned)(size_t size, void** out);
   spora_plugin_error_t* (*host_free_pinned)(void* ptr);
 
@@ -380,7 +394,23 @@ typedef struct spora_device_api {
   spora_plugin_error_t* (*memset)(int32_t device, spora_devptr_t dst, int32_t byte, size_t size);
 
   /* Asynchronous copies: enqueue on `stream` and return. Host memory must
-   * stay valid (and, for d2h, unread) until the stream reaches the copy. */
+   * stay valid (and, for d2h, unread) until the stream reaches the copy.
+   *
+   * Ordering contract for the host side of a copy (CUDA's, which every
+   * plugin may have):
+   * - memory from host_alloc_pinned is read (h2d) or written (d2h) when the
+   *   stream reaches the copy, after all earlier work on the stream,
+   *   including host callbacks: a callback may produce the bytes an h2d
+   *   copy queued after it sends, or consume what a d2h copy before it
+   *   wrote. The conformance kit checks this on every plugin that has
+   *   pinned memory.
+   * - any other (pageable) host memory may be read by an h2d copy at any
+   *   time from the call until the stream reaches it: cudaMemcpyAsync reads
+   *   it during the call. The bytes must be final before the call and stay
+   *   unchanged until the stream passes the copy; work queued earlier on
+   *   the stream (a callback) must not be what writes them. A d2h copy to
+   *   pageable memory may block the caller until the stream reaches it and
+   *   it completes. */
   spora_plugin_error_t* (*copy_h2d_async)(spora_stream_t* stream, spora_devptr_t dst, const void* src,
                                           size_t size);
   spora_plugin_error_t* (*copy_d2h_async)(spora_stream_t* stream, void* dst, spora_devptr_t src,
