@@ -120,7 +120,11 @@ void Device::free(spora_devptr_t ptr) noexcept {
   if (!ptr) return;
   ++host_waits_;  // plugins may wait for queued work before freeing
   if (spora_plugin_error_t* e = api_->mem_free(index_, ptr)) {
-    logger().error("[{}] free failed: {}", name_, e->message ? e->message : "");
+    // A failed device's memory is gone with it: its refusals are expected.
+    if (failed())
+      logger().debug("[{}] free on a failed device: {}", name_, e->message ? e->message : "");
+    else
+      logger().error("[{}] free failed: {}", name_, e->message ? e->message : "");
     if (e->destroy) e->destroy(e);
   }
 }
