@@ -49,18 +49,20 @@ def _available_names():
 
 def _plugin_reasons(backends):
     """'cuda: <reason>; rocm: <reason>' for device plugins that could not be
-    used, or that were not found at all."""
-    plugins = {p["name"]: p for p in _C.plugins() if p["kind"] in ("device", "unknown")}
+    used, or that were not found at all (every file of that name: a broken
+    file on SPORA_PLUGIN_PATH and the installed one each say why)."""
+    plugins = [p for p in _C.plugins() if p["kind"] in ("device", "unknown")]
     have = _available_names()
     parts = []
     for b in backends:
-        p = plugins.get(b)
-        if p is None:
+        mine = [p for p in plugins if p["name"] == b]
+        if not mine:
             parts.append(f"{b}: no plugin found (libspora-device-{b}.so is not installed or not on SPORA_PLUGIN_PATH)")
-        elif not p["available"]:
-            parts.append(f"{b}: {p['reason'] or 'unavailable'}")
-        elif not any(n == b or n.startswith(b + ":") for n in have):
-            parts.append(f"{b}: the plugin loaded but reports no device")
+        for p in mine:
+            if not p["available"]:
+                parts.append(f"{b}: {p['reason'] or 'unavailable'}")
+            elif not any(n == b or n.startswith(b + ":") for n in have):
+                parts.append(f"{b}: the plugin loaded but reports no device")
     return "; ".join(parts)
 
 

@@ -85,6 +85,16 @@ def _batches(model):
     return [(x[i * b:(i + 1) * b], y[i * b:(i + 1) * b]) for i in range(STEPS)]
 
 
+def _train_set_loss(net, model, device):
+    """The mean cross-entropy over every training image (eval mode, on
+    `device`, in the current mode)."""
+    x = np.concatenate([b[0] for b in _batches(model)])
+    y = np.concatenate([b[1] for b in _batches(model)])
+    net.set_train(False)
+    loss = nn.WithLossCell(net, nn.CrossEntropyLoss())(spora.Tensor(x, device=device), spora.Tensor(y, device=device))
+    return float(loss.asnumpy())
+
+
 def _new_net(model):
     nn.init.set_seed(SEED)  # the same initial weights on every device
     return MODELS[model][0]()
@@ -97,13 +107,15 @@ def _use(device, mode):
 
 @functools.lru_cache(maxsize=None)
 def _trained(model, mode, device):
-    """(net, per-step losses, seconds): STEPS Adam steps on `device` in
-    `mode` through Model.train, as the main job trains. Cached: the cpu
-    reference and each device's run serve every test below."""
+    """(net, per-step losses, seconds, (train-set loss before, after)):
+    STEPS Adam steps on `device` in `mode` through Model.train, as the main
+    job trains. Cached: the cpu reference and each device's run serve every
+    test below."""
     _use(device, mode)
     net = _new_net(model)
     for p in net.trainable_params():
         assert p.device == device, (p.name, p.device)
+    before = _train_set_loss(net, model, device)
     losses = []
 
     class Record(Callback):
@@ -114,8 +126,8 @@ def _trained(model, mode, device):
     t0 = time.perf_counter()
     m.train(1, _batches(model), callbacks=[Record()])
     dt = time.perf_counter() - t0
-    net.set_train(False)
-    return net, np.array(losses, np.float64), dt
+    after = _train_set_loss(net, model, device)
+    return net, np.array(losses, np.float64), dt, (before, after)
 
 
 def _probe(device):
@@ -145,25 +157,29 @@ modes = pytest.mark.parametrize("mode", list(MODES))
 @models
 @modes
 def test_training_matches_cpu(device, model, mode):
-    _, ref, t_cpu = _trained(model, mode, "cpu")
-    _, got, t_dev = _trained(model, mode, device)
+    _, ref, t_cpu, ref_fit = _trained(model, mode, "cpu")
+    _, got, t_dev, fit = _trained(model, mode, device)
     diff = np.abs(got - ref)
-    print(f"{model}/{mode}: cpu losses {np.round(ref, 5).tolist()}; {device} max |diff| {diff.max():.3g} "
-          f"(max rel {np.max(diff / np.abs(ref)):.3g}); cpu {t_cpu:.2f} s, {device} {t_dev:.2f} s")
+    print(f"{model}/{mode}: cpu losses {np.round(ref, 5).tolist()}; {device} |diff| per step "
+          f"{[float(f'{d:.3g}') for d in diff]}, max {diff.max():.3g} "
+          f"(max rel {np.max(diff / np.abs(ref)):.3g}); cpu {t_cpu:.2f} s, {device} {t_dev:.2f} s; "
+          f"train-set loss {fit[0]:.4f} -> {fit[1]:.4f} on {device}, {ref_fit[0]:.4f} -> {ref_fit[1]:.4f} on cpu")
     assert len(got) == len(ref) == STEPS
     assert np.all(np.isfinite(got)), got
     np.testing.assert_allclose(got, ref, rtol=RTOL, atol=ATOL,
                                err_msg=f"{model} {mode}: {device}'s loss trajectory differs from cpu's")
-    # it learns: the last steps' loss is clearly below the first's
-    assert got[-2:].mean() < 0.9 * got[0], got
-    assert ref[-2:].mean() < 0.9 * ref[0], ref
+    # it learns: the loss over all the images it trained on fell clearly
+    # (single-batch losses are too noisy over 8 steps to say so; measured
+    # 2.30 -> 2.05 for LeNet, 2.31 -> 1.92 for the MLP)
+    assert fit[1] < 0.95 * fit[0], fit
+    np.testing.assert_allclose(fit, ref_fit, rtol=RTOL, atol=ATOL)
 
 
 @params
 @models
 @modes
 def test_forward_twice_is_bitwise_identical(device, model, mode):
-    net, _, _ = _trained(model, mode, device)
+    net = _trained(model, mode, device)[0]
     _use(device, mode)
     x = _probe(device)
     a = net(x)
@@ -173,16 +189,21 @@ def test_forward_twice_is_bitwise_identical(device, model, mode):
     assert a.shape == (16, 10) and np.all(np.isfinite(a))
     assert np.array_equal(a, b), f"max |run1 - run2| = {np.abs(a - b).max()}"
     # and the trained net's predictions agree with cpu's trained net
-    ref_net, _, _ = _trained(model, mode, "cpu")
+    ref_net = _trained(model, mode, "cpu")[0]
     _use("cpu", mode)
     ref = ref_net(_probe("cpu")).asnumpy()
-    np.testing.assert_allclose(a, ref, rtol=1e-3, atol=1e-4)
+    # Looser than the loss trajectory, measured: the weights after the last
+    # Adam step differ by up to ~1e-4 where a ReLU input sits at ~0 in some
+    # sample (the rounding decides whether the unit passes a gradient, and
+    # Adam's m / sqrt(v) turns that into a full step); the MLP's logits
+    # then differ by up to 3.5e-4 from cpu's.
+    np.testing.assert_allclose(a, ref, rtol=1e-3, atol=2e-3)
 
 
 @params
 @models
 def test_checkpoint_roundtrip_predicts_identically(device, model, tmp_path):
-    net, _, _ = _trained(model, "graph", device)
+    net = _trained(model, "graph", device)[0]
     _use(device, "pynative")
     path = str(tmp_path / f"{model}.ckpt")
     spora.save_checkpoint(net, path)
@@ -191,7 +212,7 @@ def test_checkpoint_roundtrip_predicts_identically(device, model, tmp_path):
     x = _probe(device)
     assert not np.array_equal(fresh(x).asnumpy(), net(x).asnumpy())  # really different before loading
     not_loaded = spora.load_param_into_net(fresh, spora.load_checkpoint(path))
-    assert not not_loaded, not_loaded
+    assert not any(not_loaded), not_loaded  # (params not loaded, checkpoint entries unused)
     for p in fresh.trainable_params():
         assert p.device == device, (p.name, p.device)
     for mode in MODES:
@@ -203,7 +224,7 @@ def test_checkpoint_roundtrip_predicts_identically(device, model, tmp_path):
 @params
 @models
 def test_exported_model_through_the_c_api(device, model, tmp_path):
-    net, _, _ = _trained(model, "graph", device)
+    net = _trained(model, "graph", device)[0]
     _use(device, "pynative")
     x = _probe(device)
     path = spora.export(net, x, file_name=str(tmp_path / f"{model}.spora"))
