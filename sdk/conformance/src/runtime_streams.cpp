@@ -1,6 +1,7 @@
 // Runtime part of the kit, second half: asynchronous copies, stream order,
-// events across streams, host callbacks, deferred frees, asynchronous
-// errors, concurrent use and errors on bad handles.
+// events across streams, host callbacks, pinned memory ordered by the stream
+// around host callbacks, deferred frees, asynchronous errors, concurrent use
+// and errors on bad handles.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -96,6 +97,39 @@ void record_callback(void* user, const spora_plugin_error_t* status) {
   if (a->id == 1 && a->log->watch)
     a->log->data_ready = std::memcmp(a->log->watch->data(), a->log->expect->data(), a->log->expect->size()) == 0;
 }
+
+// Pinned host memory from the plugin, freed when the check ends.
+class Pinned {
+ public:
+  Pinned(Rt& rt, size_t n) : rt_(rt) {
+    must(call(rt.api->host_alloc_pinned(n, &p_), "host_alloc_pinned"), "host_alloc_pinned(" + std::to_string(n) + ")");
+    if (!p_) throw CheckFailed("host_alloc_pinned succeeded but returned NULL");
+  }
+  ~Pinned() { call(rt_.api->host_free_pinned(p_), "host_free_pinned"); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  unsigned char* get() const { return static_cast<unsigned char*>(p_); }
+
+ private:
+  Rt& rt_;
+  void* p_ = nullptr;
+};
+
+// A host callback that copies `n` bytes from `from` to `to` (fills pinned
+// memory before an h2d copy, or saves what a d2h copy wrote).
+struct HostCopy {
+  const unsigned char* from;
+  unsigned char* to;
+  size_t n;
+  std::atomic<int> ran{0};
+  static void callback(void* user, const spora_plugin_error_t*) {
+    auto* c = static_cast<HostCopy*>(user);
+    std::memcpy(c->to, c->from, c->n);
+    ++c->ran;
+  }
+};
+
+constexpr const char* kNoPinned = "no pinned memory: the host orders such copies with synchronous copies";
 
 }  // namespace
 
@@ -231,6 +265,55 @@ void check_streams(Rt& rt) {
                         std::to_string(log.order[1]) + ", " + std::to_string(log.order[2]));
     if (!log.data_ready) throw CheckFailed("the first callback ran before the copy enqueued ahead of it had finished");
     if (log.with_status) throw CheckFailed("callbacks after successful work got a non-NULL status");
+    return Outcome::pass();
+  });
+
+  // The plugin.h ordering contract for pinned memory: a callback queued
+  // before an h2d copy may produce its bytes (CUDA's cudaMemcpyAsync reads
+  // pinned memory when the stream gets there, pageable memory at the call).
+  const bool has_pinned = api->host_alloc_pinned && api->host_free_pinned;
+  run_check(rt.ch, kPart, "pinned h2d after host callback", [&] {
+    if (!has_pinned) return Outcome::skip(kNoPinned);
+    Scope sc(rt);
+    spora_stream_t* s = sc.stream();
+    const auto p = pattern(big, 55);
+    Pinned pin(rt, big);
+    std::memset(pin.get(), 0, big);
+    std::vector<unsigned char> back(big, 0);
+    spora_devptr_t a = sc.alloc(big);
+    HostCopy fill{p.data(), pin.get(), big};
+    must(call(api->stream_add_callback(s, HostCopy::callback, &fill), "stream_add_callback"),
+         "stream_add_callback (writes the pinned buffer)");
+    must(call(api->copy_h2d_async(s, a, pin.get(), big), "copy_h2d_async"), "copy_h2d_async from pinned memory");
+    sync(rt, s, "stream_synchronize");
+    if (fill.ran != 1) throw CheckFailed("the callback had not run when stream_synchronize returned");
+    must(call(api->copy_d2h(rt.device, back.data(), a, big), "copy_d2h"), "copy_d2h");
+    const std::string bad = compare_bytes(back.data(), p.data(), big);
+    if (!bad.empty())
+      throw CheckFailed("the device did not receive what the callback queued before the copy wrote into pinned "
+                        "memory (read before the stream reached the copy?): " + bad);
+    return Outcome::pass();
+  });
+
+  run_check(rt.ch, kPart, "pinned d2h before host callback", [&] {
+    if (!has_pinned) return Outcome::skip(kNoPinned);
+    Scope sc(rt);
+    spora_stream_t* s = sc.stream();
+    const auto p = pattern(big, 56);
+    Pinned pin(rt, big);
+    std::memset(pin.get(), 0, big);
+    std::vector<unsigned char> seen(big, 0);
+    spora_devptr_t a = sc.alloc(big);
+    must(call(api->copy_h2d(rt.device, a, p.data(), big), "copy_h2d"), "copy_h2d");
+    must(call(api->copy_d2h_async(s, pin.get(), a, big), "copy_d2h_async"), "copy_d2h_async to pinned memory");
+    HostCopy save{pin.get(), seen.data(), big};
+    must(call(api->stream_add_callback(s, HostCopy::callback, &save), "stream_add_callback"),
+         "stream_add_callback (reads the pinned buffer)");
+    sync(rt, s, "stream_synchronize");
+    if (save.ran != 1) throw CheckFailed("the callback had not run when stream_synchronize returned");
+    const std::string bad = compare_bytes(seen.data(), p.data(), big);
+    if (!bad.empty())
+      throw CheckFailed("a callback queued after a d2h copy into pinned memory did not see the device's bytes: " + bad);
     return Outcome::pass();
   });
 
