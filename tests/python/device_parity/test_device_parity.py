@@ -240,3 +240,41 @@ def test_exported_model_through_the_c_api(device, model, tmp_path):
     if program:
         c2 = fashion_mnist.run_with_program(program, path, x.asnumpy(), str(tmp_path), device)
         np.testing.assert_allclose(c2, py, rtol=1e-5, atol=1e-5)
+
+
+DISABLED = [o for o in os.environ.get("SPORA_SIM_DISABLE_OPS", "").split(",") if o]
+
+
+@pytest.mark.parametrize("device", [d for d in DEVICES if d.startswith("sim")])
+def test_disabled_ops_are_placed_on_cpu_in_compiled_graphs(device):
+    """Under SPORA_SIM_DISABLE_OPS (python_device_parity_cudalike) the
+    compiled LeNet step really runs conv / pool on cpu with copies inside the
+    graph -- the GPU case this entry stands for; without it, sim runs them."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent(f"""
+        import numpy as np, spora, fashion_mnist
+        from spora import nn
+        from spora.train import Model
+        spora.set_context(mode=spora.GRAPH_MODE, device_target={device!r})
+        net = fashion_mnist.LeNet()
+        m = Model(net, nn.CrossEntropyLoss(), nn.Adam(net.trainable_params(), learning_rate=1e-3))
+        m.train(1, [(np.zeros((2, 1, 28, 28), np.float32), np.zeros(2, np.int32))])
+        print("OK")
+    """)
+    env = dict(os.environ, SPORA_LOG_LEVEL="debug",
+               PYTHONPATH=os.pathsep.join([os.path.dirname(fashion_mnist.__file__)] + sys.path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+    placed = {line.split("]")[1].strip(" [") for line in r.stderr.splitlines()
+              if "no kernel on " + device in line and "placed on cpu" in line}
+    conv_ops = {"conv2d", "conv2d_bias", "conv2d_act", "conv2d_add_act", "conv2d_grad_input", "conv2d_grad_weight",
+                "max_pool2d", "max_pool2d_grad"}
+    print(f"placed on cpu in the compiled step on {device}: {sorted(placed)}")
+    if DISABLED:
+        assert placed, r.stderr[-2000:]
+        assert placed <= set(DISABLED), placed - set(DISABLED)
+        assert {"conv2d_grad_weight", "max_pool2d_grad"} <= placed, placed  # the LeNet case
+    else:
+        assert not placed & conv_ops, placed
