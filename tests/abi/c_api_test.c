@@ -367,6 +367,11 @@ int main(void) {
   /* Device lookup by name. */
   OK(spora_device_find(ctx, "cpu", &cpu));
   OK(spora_device_find(ctx, "sim:0", &sim));
+  /* Backend names are case-insensitive, and a bare name is device 0. */
+  OK(spora_device_find(ctx, "SIM:0", &dev));
+  EXPECT(dev == sim, "SIM:0 is another device than sim:0");
+  OK(spora_device_find(ctx, "Sim", &dev));
+  EXPECT(dev == sim, "Sim is another device than sim:0");
   FAILS(spora_device_find(ctx, "tpu:0", &dev), SPORA_ERROR_NOT_FOUND, "unknown backend 'tpu'");
   FAILS(spora_device_find(ctx, "cpu:7", &dev), SPORA_ERROR_NOT_FOUND, "index 7");
   FAILS(spora_device_find(ctx, "cpu:x", &dev), SPORA_ERROR_INVALID_ARGUMENT, "not a device name");

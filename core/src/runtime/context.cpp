@@ -1,6 +1,7 @@
 #include "runtime/context.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "runtime/device.h"
@@ -91,6 +92,8 @@ Device* Context::find_device(const std::string& spec) {
     if (idx.empty() || *end != '\0' || index < 0)
       fail(Code::kInvalidArgument, "[device] '{}' is not a device name; expected <backend> or <backend>:<index>", spec);
   }
+  // Backend names are lower case ("CUDA:0" and "Sim" mean cuda:0 and sim).
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   std::lock_guard<std::mutex> lock(mu_);
   discover_locked();
   PluginEntry* failed = nullptr;
