@@ -11,7 +11,8 @@
 //   its device's queued work is refused (refuse_in_callback) instead of
 //   deadlocking;
 // - latency (sim.lag_us / SPORA_SIM_LAG_US): no queued item starts earlier
-//   than lag_us after it was enqueued, so the host runs ahead of the device;
+//   than lag_us after it was enqueued unless the host already waits for it,
+//   so the host runs ahead of the device (sim_stream.h);
 // - sticky failures (sim.fault_after_launches /
 //   SPORA_SIM_FAULT_AFTER_LAUNCHES=N): the N-th kernel launch on the device
 //   faults like an illegal address; from then on the device is failed and

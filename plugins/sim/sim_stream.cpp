@@ -51,6 +51,11 @@ spora_plugin_error_t* Stream::enqueue(Task task, Where where, bool wants_status,
 
 void Stream::wait_for(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
+  // Someone waits for these items: their lag has done its job.
+  if (ticket > hurry_) {
+    hurry_ = ticket;
+    lag_cv_.notify_all();
+  }
   done_cv_.wait(lock, [&] { return completed_ >= ticket; });
 }
 
@@ -81,16 +86,21 @@ spora_plugin_error_t* Stream::close() {
     stopping_ = true;
   }
   work_cv_.notify_all();
+  lag_cv_.notify_all();
   // The worker empties the queue before it exits, so this also drains.
   if (worker_.joinable()) worker_.join();
   std::lock_guard<std::mutex> lock(mu_);
   return std::exchange(first_error_, nullptr);
 }
 
-spora_plugin_error_t* Stream::execute(Item& item, const spora_plugin_error_t* status) {
+spora_plugin_error_t* Stream::execute(Item& item, uint64_t ticket, const spora_plugin_error_t* status) {
   if (item.where != Where::kMarker) {
-    // The device runs behind the host by at least the lag.
-    if (device_->lag().count() > 0) std::this_thread::sleep_until(item.due);
+    // The device runs behind the host by the lag, unless the host already
+    // waits for this item (then being late only costs time).
+    if (device_->lag().count() > 0) {
+      std::unique_lock<std::mutex> lock(mu_);
+      lag_cv_.wait_until(lock, item.due, [&] { return stopping_ || hurry_ >= ticket; });
+    }
     // A failed device runs nothing more; callbacks are dropped, not called.
     if (device_->failed()) return nullptr;
   }
@@ -122,6 +132,7 @@ void Stream::run() {
     if (queue_.empty()) break;  // stopping and drained
     spora_plugin_error_t* err = nullptr;
     {
+      const uint64_t ticket = completed_ + 1;  // items finish in order, one at a time
       Item item = std::move(queue_.front());
       queue_.pop_front();
       // Callbacks get a private copy of the first error: the original may be
@@ -131,7 +142,7 @@ void Stream::run() {
         status = spora::plugin::make_error(first_error_->code, first_error_->message);
       }
       lock.unlock();
-      err = execute(item, status);
+      err = execute(item, ticket, status);
       if (status) status->destroy(status);
       // `item` (and whatever its task captured) is released here, unlocked.
     }

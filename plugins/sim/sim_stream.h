@@ -8,7 +8,9 @@
 // those over and waits, so the stream still moves in order. Event records
 // and waits are markers, run on the worker.
 //
-// With sim.lag_us set, no item starts before lag_us after it was enqueued.
+// With sim.lag_us set, no item starts before lag_us after it was enqueued,
+// unless the host already waits for it (wait_for, drain): the host runs
+// ahead of the device, and a host that waits properly loses no time.
 // Once the device has failed (a sticky fault), items are skipped: kernels
 // and copies do not run and host callbacks are dropped, never called, as
 // CUDA does; markers still run so event waiters are released.
@@ -77,15 +79,17 @@ class Stream {
     std::chrono::steady_clock::time_point due;  // enqueue time + lag
   };
   void run();
-  spora_plugin_error_t* execute(Item& item, const spora_plugin_error_t* status);
+  spora_plugin_error_t* execute(Item& item, uint64_t ticket, const spora_plugin_error_t* status);
 
   const std::shared_ptr<Device> device_;
   mutable std::mutex mu_;
   std::condition_variable work_cv_;  // worker: queue non-empty or stopping
   std::condition_variable done_cv_;  // waiters: completed_ advanced
+  std::condition_variable lag_cv_;   // worker: hurry_ advanced or stopping
   std::deque<Item> queue_;
   uint64_t enqueued_ = 0;   // tasks ever enqueued
   uint64_t completed_ = 0;  // tasks finished (tasks finish in order)
+  uint64_t hurry_ = 0;      // tasks up to this one are waited for: no lag
   spora_plugin_error_t* first_error_ = nullptr;
   bool stopping_ = false;
   std::mutex join_mu_;  // serialises close()
