@@ -74,7 +74,11 @@ inline std::string setup_error;
 class Environment : public ::testing::Environment {
  public:
   void SetUp() override {
-    void* handle = dlopen(SPORA_SIM_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    // SPORA_TEST_PLUGIN_FILE overrides the build-time path (a packed build
+    // run on another machine, e.g. gpu_failure_test on a GPU host).
+    const char* env_path = std::getenv("SPORA_TEST_PLUGIN_FILE");
+    const char* path = env_path && *env_path ? env_path : SPORA_SIM_PLUGIN_PATH;
+    void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
     if (!handle) {
       setup_error = std::string("dlopen: ") + dlerror();
       return;

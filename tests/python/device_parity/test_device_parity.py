@@ -72,10 +72,14 @@ def _data():
         x, y = load_fashion_mnist("train")
         return np.ascontiguousarray(x[:256], np.float32), np.ascontiguousarray(y[:256]), "fashion-mnist"
     except FileNotFoundError:
+        # Binary class patterns, lightly noised: as learnable in 8 steps as
+        # the real images (uniform-noise prototypes under 0.3 noise were
+        # not: LeNet's loss fell 2.31 -> 2.30 on an H100 machine without the
+        # dataset package).
         rng = np.random.default_rng(SEED)
-        protos = rng.random((10, 1, 28, 28), dtype=np.float32)
+        protos = (rng.random((10, 1, 28, 28)) > 0.5).astype(np.float32)
         y = rng.integers(0, 10, 256).astype(np.int32)
-        x = np.clip(protos[y] + 0.3 * rng.standard_normal((256, 1, 28, 28)).astype(np.float32), 0, 1)
+        x = np.clip(protos[y] + 0.15 * rng.standard_normal((256, 1, 28, 28)).astype(np.float32), 0, 1)
         return x.astype(np.float32), y, "synthetic"
 
 
