@@ -33,7 +33,7 @@ ir::Value scalar(ir::Graph& g, float v) {
 bool fuse(ir::Graph& g) {
   for (const auto& p : passes::pipeline(2))
     if (std::string(p.name) == "elementwise_fusion") {
-      const bool changed = p.run(g);
+      const bool changed = p.run(g, passes::PassContext::defaults());
       ir::verify(g);
       return changed;
     }

@@ -68,7 +68,7 @@ ir::Value simplify(const ir::Graph& g, const ir::Node& n) {
   return {};
 }
 
-bool simplify_graph(ir::Graph& g) {
+bool simplify_graph(ir::Graph& g, const PassContext&) {
   ir::Rewriter rw(g);
   bool changed = false;
   for (size_t id = 0; id < g.nodes().size(); ++id) {
@@ -104,5 +104,5 @@ bool simplify_graph(ir::Graph& g) {
 }
 
 }  // namespace
-SPORA_PASS("algebraic_simplify", 1, 250, simplify_graph);
+SPORA_PASS("algebraic_simplify", 1, simplify_graph, {"shape_inference"});
 }  // namespace spora::passes

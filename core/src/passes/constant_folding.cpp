@@ -1,5 +1,6 @@
 // Constant folding: an op whose inputs are all constants is evaluated once,
-// on the host's cpu device, and replaced by a constant. Outputs above a size
+// by the context's Evaluator (the runtime registers one that runs ops on the
+// host's cpu device), and replaced by a constant. Outputs above a size
 // limit stay as ops, so folding never bloats a model file.
 #include <cstring>
 
@@ -21,12 +22,12 @@ bool foldable(const ir::Graph& g, const ir::Node& n) {
   return true;
 }
 
-bool fold(ir::Graph& g) {
+bool fold(ir::Graph& g, const PassContext& ctx) {
   bool any = false;
   for (const ir::Node& n : g.nodes()) any = any || foldable(g, n);
   if (!any) return false;
-  Device* dev = host_device();
-  if (!dev) return false;
+  const Evaluator* ev = ctx.evaluator_in_use();
+  if (!ev || !ev->available()) return false;
   ir::Rewriter rw(g);
   bool changed = false;
   for (size_t id = 0; id < g.nodes().size(); ++id) {
@@ -37,7 +38,7 @@ bool fold(ir::Graph& g) {
     }
     std::vector<HostValue> in;
     for (const ir::Value& v : n.inputs) in.push_back({g.node(v.node).outputs[0], g.node(v.node).data});
-    const auto out = evaluate_on_host(n, in, dev, "constant_folding");
+    const auto out = evaluate_node(*ev, n, in, "constant_folding");
     if (!out) {
       rw.copy(static_cast<int32_t>(id));
       continue;
@@ -54,5 +55,5 @@ bool fold(ir::Graph& g) {
 }
 
 }  // namespace
-SPORA_PASS("constant_folding", 1, 300, fold);
+SPORA_PASS("constant_folding", 1, fold, {"shape_inference"});
 }  // namespace spora::passes

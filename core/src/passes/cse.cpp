@@ -26,7 +26,7 @@ std::string key_of(const ir::Rewriter& rw, const ir::Node& n) {
   return k;
 }
 
-bool cse(ir::Graph& g) {
+bool cse(ir::Graph& g, const PassContext&) {
   ir::Rewriter rw(g);
   std::map<std::string, int32_t> seen;  // key -> node id in the new graph
   bool changed = false;
@@ -53,5 +53,5 @@ bool cse(ir::Graph& g) {
 }
 
 }  // namespace
-SPORA_PASS("cse", 1, 200, cse);
+SPORA_PASS("cse", 1, cse);
 }  // namespace spora::passes

@@ -8,7 +8,7 @@
 namespace spora::passes {
 namespace {
 
-bool dce(ir::Graph& g) {
+bool dce(ir::Graph& g, const PassContext&) {
   const auto& nodes = g.nodes();
   std::vector<bool> live(nodes.size(), false);
   for (const ir::Value& v : g.outputs()) live[static_cast<size_t>(v.node)] = true;
@@ -27,5 +27,5 @@ bool dce(ir::Graph& g) {
 }
 
 }  // namespace
-SPORA_PASS("dce", 1, 100, dce);
+SPORA_PASS("dce", 1, dce);
 }  // namespace spora::passes

@@ -13,11 +13,12 @@
 // every reader it could have in the group has been decided. Scalar float
 // constants become c: literals; a group keeps at most 16 distinct inputs.
 // Groups of two or more ops are replaced (the fused node takes the root's
-// source location); constants only the group read are dropped. gelu's
-// exact (erf) form is left out: the cpu runs it unfused with oneDNN's
-// vectorised erf, a fused block would call scalar erfc. epilogue_fusion
-// (order 350) runs first, so a linear/conv's bias and activation go to its
-// post-ops, not here.
+// source location); constants only the group read are dropped. An op the
+// target runs faster alone (Target::runs_faster_alone: its own kernel is
+// vectorised where a fused block would call a scalar function) is left
+// out; the pass knows no device, the context's target answers.
+// epilogue_fusion runs first (pipeline.cpp), so a linear/conv's bias and
+// activation go to its post-ops, not here.
 //
 // Level 2: unlike the level-1 passes, fusion can change low bits -- f16 and
 // bf16 intermediates stay f32 inside the fused kernel, and the cpu kernel's
@@ -33,6 +34,7 @@
 #include "ir/rewrite.h"
 #include "ops/fused.h"
 #include "passes/pass.h"
+#include "passes/target.h"
 
 namespace spora::passes {
 namespace {
@@ -72,15 +74,11 @@ bool scalar_constant(const ir::Graph& g, ir::Value v, DType T, double* out) {
   }
 }
 
-// An op node a program can express, computing in dtype T (or bool).
-bool fusible(const ir::Graph& g, const ir::Node& n, DType T) {
+// An op node a program can express, computing in dtype T (or bool), that
+// the target does not run better on its own.
+bool fusible(const ir::Graph& g, const ir::Node& n, DType T, const Target& target) {
   if (n.kind != ir::NodeKind::kApply || n.outputs.size() != 1 || !fused::allowed_op(n.op->name)) return false;
-  // gelu's exact (erf) form: the cpu runs it unfused with oneDNN's
-  // vectorised erf, and a fused block would call scalar erfc per element.
-  if (n.op->name == "gelu") {
-    const AttrValue* a = n.attrs.find("approximate");
-    if (!a || a->s != "tanh") return false;
-  }
+  if (target.runs_faster_alone(*n.op, n.attrs)) return false;
   const DType out = n.outputs[0].dtype;
   if (out != T && out != SPORA_DTYPE_BOOL) return false;
   for (const ir::Value& v : n.inputs) {
@@ -98,7 +96,7 @@ struct Group {
   int32_t carrier = -1;
 };
 
-std::vector<Group> find_groups(const ir::Graph& g) {
+std::vector<Group> find_groups(const ir::Graph& g, const Target& target) {
   const auto& nodes = g.nodes();
   const size_t n = nodes.size();
   std::vector<std::vector<int32_t>> readers(n);
@@ -113,7 +111,7 @@ std::vector<Group> find_groups(const ir::Graph& g) {
     const ir::Node& root = nodes[r];
     if (group_of[r] >= 0 || root.kind != ir::NodeKind::kApply || root.outputs.size() != 1) continue;
     const DType T = root.outputs[0].dtype;
-    if (!is_float(T) || !fusible(g, root, T)) continue;
+    if (!is_float(T) || !fusible(g, root, T, target)) continue;
     const Shape& shape = root.outputs[0].shape;
     const int32_t gid = static_cast<int32_t>(groups.size());
     std::vector<int32_t> members = {static_cast<int32_t>(r)};
@@ -136,7 +134,7 @@ std::vector<Group> find_groups(const ir::Graph& g) {
       last_seen = p;
       const ir::Node& pn = nodes[static_cast<size_t>(p)];
       if (group_of[static_cast<size_t>(p)] >= 0 || is_output[static_cast<size_t>(p)]) continue;
-      if (!fusible(g, pn, T) || pn.outputs[0].shape != shape || pn.device != root.device) continue;
+      if (!fusible(g, pn, T, target) || pn.outputs[0].shape != shape || pn.device != root.device) continue;
       bool all_in = true;
       for (int32_t rd : readers[static_cast<size_t>(p)]) all_in = all_in && group_of[static_cast<size_t>(rd)] == gid;
       if (!all_in) continue;
@@ -224,8 +222,8 @@ void drop_unread_constants(ir::Graph& g) {
   g = rw.finish();
 }
 
-bool elementwise_fusion(ir::Graph& g) {
-  const std::vector<Group> groups = find_groups(g);
+bool elementwise_fusion(ir::Graph& g, const PassContext& ctx) {
+  const std::vector<Group> groups = find_groups(g, ctx.target_in_use());
   if (groups.empty()) return false;
   std::vector<int32_t> root_of(g.nodes().size(), -1);  // member -> group index
   for (size_t k = 0; k < groups.size(); ++k)
@@ -254,5 +252,5 @@ bool elementwise_fusion(ir::Graph& g) {
 }
 
 }  // namespace
-SPORA_PASS("elementwise_fusion", 2, 400, elementwise_fusion);
+SPORA_PASS("elementwise_fusion", 2, elementwise_fusion, {"shape_inference"});
 }  // namespace spora::passes

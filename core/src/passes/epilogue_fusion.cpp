@@ -78,7 +78,7 @@ struct Fusion {
   int32_t last() const { return act >= 0 ? act : add; }
 };
 
-bool epilogue_fusion(Graph& g) {
+bool epilogue_fusion(Graph& g, const PassContext&) {
   const auto& nodes = g.nodes();
   const size_t n = nodes.size();
   // Consumers of every value (node ids, one entry per input slot) and graph
@@ -201,6 +201,6 @@ bool epilogue_fusion(Graph& g) {
 
 }  // namespace
 
-SPORA_PASS("epilogue_fusion", 1, 350, epilogue_fusion);
+SPORA_PASS("epilogue_fusion", 1, epilogue_fusion, {"shape_inference"});
 
 }  // namespace spora::passes

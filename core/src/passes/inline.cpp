@@ -8,7 +8,7 @@
 //    recursively.
 // "Constant" means computed from constants only: a condition such as
 // less(c1, c2) or a cond graph comparing a constant initial value counts.
-// Such small computations are evaluated on the host's cpu device, as
+// Such small computations are evaluated by the context's Evaluator, as
 // constant folding does; without one, only literal constants count.
 //
 // Runs first at O1 (after shape inference) so that dce, cse and folding see
@@ -37,7 +37,7 @@ using Maybe = std::optional<Known>;
 // Evaluates `target` of `g` when it depends only on constants (and on g's
 // inputs that `args` knows, by input position). Iterative over the nodes
 // that `target` depends on, so a long chain cannot exhaust the stack.
-Maybe evaluate(const ir::Graph& g, ir::Value target, const std::vector<Maybe>& args, Device* dev) {
+Maybe evaluate(const ir::Graph& g, ir::Value target, const std::vector<Maybe>& args, const Evaluator* ev) {
   const auto& nodes = g.nodes();
   const size_t last = static_cast<size_t>(target.node);
   std::vector<bool> need(last + 1, false);
@@ -63,7 +63,7 @@ Maybe evaluate(const ir::Graph& g, ir::Value target, const std::vector<Maybe>& a
       }
       case ir::NodeKind::kConstant: val[id][0] = Known{n.outputs[0], n.data}; break;
       case ir::NodeKind::kApply: {
-        if (!dev) break;
+        if (!ev) break;
         bool all = true;
         for (const ir::Value& v : n.inputs)
           all = all && val[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)].has_value();
@@ -75,7 +75,7 @@ Maybe evaluate(const ir::Graph& g, ir::Value target, const std::vector<Maybe>& a
           in.push_back(*val[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
         // Not decided at compile time when it fails: running it reports the
         // error with the node's source line.
-        if (auto out = evaluate_on_host(n, in, dev, "inline"))
+        if (auto out = evaluate_node(*ev, n, in, "inline"))
           for (size_t o = 0; o < out->size(); ++o) val[id][o] = std::move((*out)[o]);
         break;
       }
@@ -91,14 +91,14 @@ std::optional<bool> truth(const Maybe& k) {
   return (*k->bytes)[0] != 0;
 }
 
-bool inline_once(ir::Graph& g, Device* dev) {
+bool inline_once(ir::Graph& g, const Evaluator* ev) {
   ir::Rewriter rw(g);
   bool changed = false;
   for (size_t id = 0; id < g.nodes().size(); ++id) {
     const ir::Node& n = g.nodes()[id];
     const int32_t nid = static_cast<int32_t>(id);
     if (n.kind == ir::NodeKind::kIf && !n.inputs.empty()) {
-      if (const auto taken = truth(evaluate(g, n.inputs[0], {}, dev))) {
+      if (const auto taken = truth(evaluate(g, n.inputs[0], {}, ev))) {
         std::vector<ir::Value> args;
         for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(rw.map(n.inputs[i]));
         const auto outs = ir::inline_graph(rw.out(), *n.subgraphs[*taken ? 0 : 1], args);
@@ -108,9 +108,9 @@ bool inline_once(ir::Graph& g, Device* dev) {
       }
     } else if (n.kind == ir::NodeKind::kWhile) {
       std::vector<Maybe> initial;
-      for (const ir::Value& v : n.inputs) initial.push_back(evaluate(g, v, {}, dev));
+      for (const ir::Value& v : n.inputs) initial.push_back(evaluate(g, v, {}, ev));
       const ir::Graph& cond = *n.subgraphs[0];
-      if (truth(evaluate(cond, cond.outputs()[0], initial, dev)) == false) {
+      if (truth(evaluate(cond, cond.outputs()[0], initial, ev)) == false) {
         for (size_t o = 0; o < n.inputs.size(); ++o) rw.set({nid, static_cast<int32_t>(o)}, rw.map(n.inputs[o]));
         changed = true;
         continue;
@@ -122,16 +122,16 @@ bool inline_once(ir::Graph& g, Device* dev) {
   return changed;
 }
 
-bool inline_recursively(ir::Graph& g, Device* dev) {
+bool inline_recursively(ir::Graph& g, const Evaluator* ev) {
   bool changed = false;
-  for (int round = 0; round < kMaxRounds && inline_once(g, dev); ++round) changed = true;
+  for (int round = 0; round < kMaxRounds && inline_once(g, ev); ++round) changed = true;
   // What stays control flow still gets its own constant branches inlined.
   for (size_t id = 0; id < g.nodes().size(); ++id) {
     ir::Node& n = g.mutable_node(static_cast<int32_t>(id));
     if (n.kind != ir::NodeKind::kIf && n.kind != ir::NodeKind::kWhile) continue;
     for (auto& sub : n.subgraphs) {
       auto copy = std::make_shared<ir::Graph>(*sub);  // sub-graphs may be shared with other graphs
-      if (inline_recursively(*copy, dev)) {
+      if (inline_recursively(*copy, ev)) {
         sub = std::move(copy);
         changed = true;
       }
@@ -140,14 +140,15 @@ bool inline_recursively(ir::Graph& g, Device* dev) {
   return changed;
 }
 
-bool inline_control_flow(ir::Graph& g) {
+bool inline_control_flow(ir::Graph& g, const PassContext& ctx) {
   bool has_control_flow = false;
   for (const ir::Node& n : g.nodes())
     has_control_flow = has_control_flow || n.kind == ir::NodeKind::kIf || n.kind == ir::NodeKind::kWhile;
   if (!has_control_flow) return false;
-  return inline_recursively(g, host_device());
+  const Evaluator* ev = ctx.evaluator_in_use();
+  return inline_recursively(g, ev && ev->available() ? ev : nullptr);
 }
 
 }  // namespace
-SPORA_PASS("inline", 1, 20, inline_control_flow);
+SPORA_PASS("inline", 1, inline_control_flow, {"shape_inference"});
 }  // namespace spora::passes

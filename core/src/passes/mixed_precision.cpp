@@ -149,7 +149,7 @@ void drop_dead(Graph& g) {
   g = rw.finish();
 }
 
-bool mixed_precision(Graph& g) {
+bool mixed_precision(Graph& g, const PassContext&) {
   bool any = false;
   for (const Node& n : g.nodes()) any = any || candidate(g, n);
   if (!any) return false;
@@ -177,6 +177,6 @@ bool mixed_precision(Graph& g) {
 
 }  // namespace
 
-SPORA_PASS("mixed_precision", kOnRequest, 500, mixed_precision);
+SPORA_PASS("mixed_precision", kOnRequest, mixed_precision, {"shape_inference"});
 
 }  // namespace spora::passes

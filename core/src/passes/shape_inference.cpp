@@ -165,6 +165,6 @@ bool infer(ir::Graph& g, const ir::SourceLoc& outer) {
 
 bool infer_shapes(ir::Graph& g) { return infer(g, {}); }
 
-SPORA_PASS("shape_inference", 1, 10, infer_shapes);
+SPORA_PASS("shape_inference", 1, [](ir::Graph& g, const PassContext&) { return infer_shapes(g); });
 
 }  // namespace spora::passes

@@ -1,0 +1,27 @@
+// The order of the optimisation pipeline, first to last: one list, read
+// top to bottom. Each pass's level (where it is defined) decides whether an
+// opt level runs it; its needs are checked against this order on first use.
+#include "passes/pass.h"
+
+namespace spora::passes {
+
+const std::vector<std::string>& pipeline_order() {
+  static const std::vector<std::string> order = {
+      // Types current before anything reads them.
+      "shape_inference",
+      // Branches with constant conditions spliced in, so that everything
+      // after sees their nodes; dce then drops the unused conditions.
+      "inline",
+      "dce",
+      "cse",
+      "algebraic_simplify",
+      "constant_folding",
+      // Before elementwise_fusion: a linear/conv's bias, residual and
+      // activation go to its post-ops rather than into a fused block.
+      "epilogue_fusion",
+      "elementwise_fusion",
+  };
+  return order;
+}
+
+}  // namespace spora::passes

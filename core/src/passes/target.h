@@ -1,0 +1,28 @@
+// What a pass may ask of the device a graph is optimised for, instead of
+// knowing any device or plugin itself. The runtime registers the host
+// device's answers; a PassContext may carry another target's.
+#pragma once
+#include "ops/attrs.h"
+#include "ops/registry.h"
+
+namespace spora::passes {
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  // True when the device runs `op` with `attrs` faster with its own kernel
+  // than as one instruction of a fused_elementwise block (its own kernel is
+  // vectorised where the fused one would call a scalar function).
+  // elementwise_fusion leaves such ops out of groups. Default: never.
+  virtual bool runs_faster_alone(const OpDef& op, const Attrs& attrs) const {
+    (void)op, (void)attrs;
+    return false;
+  }
+};
+
+// The process's target (a Target with the defaults until one is
+// registered). Same rules as set_default_evaluator.
+int set_default_target(const Target* t);
+const Target& default_target();
+
+}  // namespace spora::passes
