@@ -1,6 +1,6 @@
-// plugins/common/philox.h against Random123's published known-answer
+// sdk/include/spora/sdk/philox.h against Random123's published known-answer
 // vectors for Philox-4x32-10, and the stream layout random ops rely on.
-#include "philox.h"
+#include <spora/sdk/philox.h>
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The data pipeline's randomness: the Philox-4x32-10 generator the random
-// ops use (plugins/common/philox.h, header-only), so seeds mean the same
+// ops use (sdk/include/spora/sdk/philox.h, header-only), so seeds mean the same
 // thing everywhere and nothing depends on which worker ran a sample.
-#include "philox.h"
+#include <spora/sdk/philox.h>
 
 #include "data/node.h"
 

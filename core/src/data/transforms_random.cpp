@@ -6,7 +6,7 @@
 
 #include "data/node.h"
 #include "data/transforms.h"
-#include "philox.h"
+#include <spora/sdk/philox.h>
 #include "support/error.h"
 
 namespace spora::data {

@@ -6,8 +6,11 @@
 // No plugin kernel exists for it: the scheduler runs it itself through the
 // communicator's collective plugin (sched/executor.cpp), on host-addressable
 // memory, in the device stream's order. Every rank must run the same graph.
+#include "ops/collective.h"
+
+#include <spora/plugin.h>
+
 #include "ops/registry.h"
-#include "runtime/collective.h"
 #include "support/error.h"
 
 namespace spora {
@@ -43,6 +46,26 @@ void register_collective_ops(OpRegistry& r) {
 }  // namespace
 
 bool is_collective_op(const OpDef& op) { return op.name == "all_reduce"; }
+
+int32_t reduce_op_from_name(const std::string& name, const std::string& who) {
+  if (name == "sum") return SPORA_REDUCE_SUM;
+  if (name == "prod") return SPORA_REDUCE_PROD;
+  if (name == "max") return SPORA_REDUCE_MAX;
+  if (name == "min") return SPORA_REDUCE_MIN;
+  if (name == "mean" || name == "avg") return SPORA_REDUCE_AVG;
+  fail(Code::kInvalidArgument, "[{}] unknown reduce op '{}'; expected sum, prod, max, min or mean", who, name);
+}
+
+const char* reduce_op_name(int32_t op) {
+  switch (op) {
+    case SPORA_REDUCE_SUM: return "sum";
+    case SPORA_REDUCE_PROD: return "prod";
+    case SPORA_REDUCE_MAX: return "max";
+    case SPORA_REDUCE_MIN: return "min";
+    case SPORA_REDUCE_AVG: return "mean";
+    default: return "?";
+  }
+}
 
 SPORA_OP_FAMILY(register_collective_ops);
 

@@ -2,7 +2,7 @@
 // passes the device) and dropout.
 //
 // Every random op draws from the Philox-4x32-10 stream keyed by its "seed"
-// and "offset" attributes (plugins/common/philox.h): element i depends only
+// and "offset" attributes (sdk/include/spora/sdk/philox.h): element i depends only
 // on (seed, offset, i), never on threads or the device, so cpu and sim agree
 // bit for bit. Two calls with the same seed and offset give the same tensor;
 // a new offset (e.g. a call counter) gives numbers independent of every

@@ -83,26 +83,6 @@ void launcher_rank_size(int32_t* rank, int32_t* size) {
   *size = 1;
 }
 
-int32_t reduce_op_from_name(const std::string& name, const std::string& who) {
-  if (name == "sum") return SPORA_REDUCE_SUM;
-  if (name == "prod") return SPORA_REDUCE_PROD;
-  if (name == "max") return SPORA_REDUCE_MAX;
-  if (name == "min") return SPORA_REDUCE_MIN;
-  if (name == "mean" || name == "avg") return SPORA_REDUCE_AVG;
-  fail(Code::kInvalidArgument, "[{}] unknown reduce op '{}'; expected sum, prod, max, min or mean", who, name);
-}
-
-const char* reduce_op_name(int32_t op) {
-  switch (op) {
-    case SPORA_REDUCE_SUM: return "sum";
-    case SPORA_REDUCE_PROD: return "prod";
-    case SPORA_REDUCE_MAX: return "max";
-    case SPORA_REDUCE_MIN: return "min";
-    case SPORA_REDUCE_AVG: return "mean";
-    default: return "?";
-  }
-}
-
 Communicator::Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend)
     : plugin_(plugin), api_(plugin->collective_api()), comm_(comm), backend_(std::move(backend)) {
   std::string v;

@@ -11,17 +11,13 @@
 #include <mutex>
 #include <string>
 
+#include "ops/collective.h"  // is_collective_op, reduce_op_from_name
 #include "runtime/tensor.h"
 
 namespace spora {
 
 class Context;
 class PluginRecord;
-struct OpDef;
-
-// Ops the scheduler runs through a communicator instead of a device kernel
-// (all_reduce; ops/collective.cpp).
-bool is_collective_op(const OpDef& op);
 
 class Communicator {
  public:
@@ -74,9 +70,5 @@ class Communicator {
 // 0 and 1 when none is set. Throws kInvalidArgument for malformed values.
 void launcher_rank_size(int32_t* rank, int32_t* size);
 
-// "sum", "prod", "max", "min", "mean"/"avg" -> SPORA_REDUCE_*; throws
-// kInvalidArgument naming `who` otherwise.
-int32_t reduce_op_from_name(const std::string& name, const std::string& who);
-const char* reduce_op_name(int32_t op);
 
 }  // namespace spora

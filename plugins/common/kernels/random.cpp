@@ -9,7 +9,7 @@
 #include <limits>
 
 #include "kernel_plan.h"
-#include "philox.h"
+#include <spora/sdk/philox.h>
 
 namespace spora::plugin {
 namespace {

@@ -1,6 +1,9 @@
 // Philox-4x32-10, the counter-based generator of Salmon, Moraes, Dror and
 // Shaw, "Parallel random numbers: as easy as 1, 2, 3" (SC'11), and the
-// mapping from its words to the bits random ops consume.
+// mapping from its words to the bits random ops consume. Header-only and
+// among the SDK's helpers because core (the data pipeline's transforms) and
+// every plugin (the random ops' kernels) must draw the same numbers, and
+// neither may include the other's sources.
 //
 // A counter-based generator has no state to advance: block b of a stream is
 // a pure function of (key, counter). Random ops therefore compute element i
