@@ -1,6 +1,7 @@
 # What `cmake --install` lays out beyond the targets' own install rules:
 #
 #   include/spora/{spora.h,spora.hpp,plugin.h}          libspora-dev
+#   include/spora/sdk/plugin_table.h                    libspora-dev
 #   lib/libspora.so.<major>[.<minor>.<patch>]           libspora
 #   lib/libspora.so                                      libspora-dev
 #   lib/spora/plugins/libspora-<kind>-<name>.so         spora-plugin-<name>
@@ -31,6 +32,9 @@ if(NOT DEFINED SPORA_PLUGIN_ABI_MAJOR OR NOT DEFINED SPORA_PLUGIN_ABI_MINOR)
 endif()
 
 install(FILES ${PROJECT_SOURCE_DIR}/plugin-api/include/spora/plugin.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spora COMPONENT libspora-dev)
+# The SDK's header-only helpers for plugins (spora/sdk/plugin_table.h).
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/include/spora/sdk
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spora COMPONENT libspora-dev)
 
 # Imported targets Spora::spora (the C API library) and Spora::plugin_api

@@ -33,4 +33,12 @@ spora_plugin_error_t* make_error(int32_t code, std::string message) {
   return e;
 }
 
+spora_plugin_error_t* make_error(int32_t code, const char* message) noexcept {
+  try {
+    return make_error(code, std::string(message ? message : ""));
+  } catch (...) {
+    return &oom_error;
+  }
+}
+
 }  // namespace spora::plugin

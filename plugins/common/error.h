@@ -9,6 +9,8 @@ namespace spora::plugin {
 // Returns a new error the receiver frees with err->destroy(err). Never NULL:
 // if allocation fails, a static out-of-memory error with a no-op destroy.
 spora_plugin_error_t* make_error(int32_t code, std::string message);
+// The same for a C string; never throws (entry points use it).
+spora_plugin_error_t* make_error(int32_t code, const char* message) noexcept;
 
 // Runs `fn`, turning any C++ exception into an error object, so that no
 // exception crosses the plugin boundary.

@@ -26,6 +26,8 @@ using plugin::make_error;
 
 bool g_initialized = false;
 
+}  // namespace
+
 spora_plugin_error_t* initialize() {
   return guard("cpu", [] {
     // One knob for the thread count of our loops and oneDNN's.
@@ -75,45 +77,21 @@ spora_plugin_error_t* device_properties(int32_t device, spora_device_properties_
 
 void shutdown() { g_initialized = false; }
 
-spora_device_api_t make_table() {
-  spora_device_api_t t{};
-  t.struct_size = sizeof(t);
-  t.initialize = initialize;
-  t.device_count = device_count;
-  t.device_properties = device_properties;
-  fill_memory_api(&t);
-  fill_stream_api(&t);
-  fill_kernel_api(&t);
-  t.shutdown = shutdown;
-  return t;
-}
-
-const spora_device_api_t g_table = make_table();
-
+namespace {
+constexpr spora_device_api_t kTable = SPORA_SDK_TABLE(spora_device_api_t, SPORA_CPU_DEVICE_FUNCTIONS);
 }  // namespace
 }  // namespace spora::cpu
 
 extern "C" SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  if (!out) return;
-  out->score = 100;  // the host is always there
-  out->reason[0] = '\0';
+  spora_sdk_probe_answer(out, 100, "");  // the host is always there
 }
 
 extern "C" SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host,
                                                                           spora_plugin_info_t* out) {
-  using spora::plugin::make_error;
-  if (!host || !out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] entry: null argument");
-  if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
-    return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] host ABI major " + std::to_string(host->abi_major) +
-                                                         ", plugin built for " +
-                                                         std::to_string(SPORA_PLUGIN_ABI_MAJOR));
+  char why[SPORA_SDK_MESSAGE_MAX];
+  if (const int32_t code = spora_sdk_check_entry(host, out, "cpu", why, sizeof why))
+    return spora::plugin::make_error(code, why);
   spora::cpu::g_host = host;
-  out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-  out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-  out->kind = SPORA_PLUGIN_KIND_DEVICE;
-  out->name = "cpu";
-  out->version = "0.1.0";
-  out->build = "g++ " __VERSION__ ", oneDNN";
-  out->api = &spora::cpu::g_table;
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_DEVICE, "cpu", "0.1.0", "g++ " __VERSION__ ", oneDNN", &spora::cpu::kTable);
   return nullptr;
 }

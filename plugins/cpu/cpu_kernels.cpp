@@ -74,6 +74,8 @@ class FlushDenormals {
   unsigned saved_;
 };
 
+}  // namespace
+
 // Union of the cpu's own ops and the reference ones.
 const char* const* kernel_ops() {
   static std::vector<const char*> names = [] {
@@ -119,15 +121,6 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* k, const spora_devptr_t* inp
     plugin::run_plan(k->plan, inputs, outputs, workspace);
     return nullptr;
   });
-}
-
-}  // namespace
-
-void fill_kernel_api(spora_device_api_t* t) {
-  t->kernel_ops = kernel_ops;
-  t->kernel_create = kernel_create;
-  t->kernel_destroy = kernel_destroy;
-  t->kernel_launch = kernel_launch;
 }
 
 }  // namespace spora::cpu

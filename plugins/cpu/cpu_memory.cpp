@@ -78,6 +78,15 @@ void raw_free(void* p) {
   std::free(base);
 }
 
+spora_plugin_error_t* copy(void* dst, const void* src, size_t size, const char* what) {
+  if (size == 0) return nullptr;
+  if (!dst || !src) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string("[cpu] ") + what + ": null pointer");
+  std::memmove(dst, src, size);
+  return nullptr;
+}
+
+}  // namespace
+
 spora_plugin_error_t* mem_alloc(int32_t device, size_t size, spora_devptr_t* out) {
   if (auto* e = check_device(device, "mem_alloc")) return e;
   if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] mem_alloc: null output");
@@ -96,13 +105,6 @@ spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr) {
   return nullptr;
 }
 
-spora_plugin_error_t* copy(void* dst, const void* src, size_t size, const char* what) {
-  if (size == 0) return nullptr;
-  if (!dst || !src) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string("[cpu] ") + what + ": null pointer");
-  std::memmove(dst, src, size);
-  return nullptr;
-}
-
 spora_plugin_error_t* copy_h2d(int32_t d, spora_devptr_t dst, const void* src, size_t n) {
   if (auto* e = check_device(d, "copy_h2d")) return e;
   return copy(dst, src, n, "copy_h2d");
@@ -115,7 +117,7 @@ spora_plugin_error_t* copy_d2d(int32_t d, spora_devptr_t dst, spora_devptr_t src
   if (auto* e = check_device(d, "copy_d2d")) return e;
   return copy(dst, src, n, "copy_d2d");
 }
-spora_plugin_error_t* memset_(int32_t d, spora_devptr_t dst, int32_t byte, size_t n) {
+spora_plugin_error_t* memset_sync(int32_t d, spora_devptr_t dst, int32_t byte, size_t n) {
   if (auto* e = check_device(d, "memset")) return e;
   if (n == 0) return nullptr;
   if (!dst) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] memset: null pointer");
@@ -134,22 +136,7 @@ spora_plugin_error_t* copy_d2d_async(spora_stream_t*, spora_devptr_t dst, spora_
   return copy(dst, src, n, "copy_d2d_async");
 }
 spora_plugin_error_t* memset_async(spora_stream_t*, spora_devptr_t dst, int32_t byte, size_t n) {
-  return memset_(0, dst, byte, n);
-}
-
-}  // namespace
-
-void fill_memory_api(spora_device_api_t* t) {
-  t->mem_alloc = mem_alloc;
-  t->mem_free = mem_free;
-  t->copy_h2d = copy_h2d;
-  t->copy_d2h = copy_d2h;
-  t->copy_d2d = copy_d2d;
-  t->memset = memset_;
-  t->copy_h2d_async = copy_h2d_async;
-  t->copy_d2h_async = copy_d2h_async;
-  t->copy_d2d_async = copy_d2d_async;
-  t->memset_async = memset_async;
+  return memset_sync(0, dst, byte, n);
 }
 
 }  // namespace spora::cpu

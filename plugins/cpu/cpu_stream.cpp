@@ -24,6 +24,8 @@ spora_plugin_error_t* null_arg(const char* what) {
   return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string("[cpu] ") + what + ": null handle");
 }
 
+}  // namespace
+
 spora_plugin_error_t* stream_create(int32_t device, spora_stream_t** out) {
   if (!out) return null_arg("stream_create");
   if (device != 0) return make_error(SPORA_PLUGIN_NOT_FOUND, "[cpu] stream_create: no device " + std::to_string(device));
@@ -77,23 +79,6 @@ spora_plugin_error_t* event_elapsed_ms(spora_event_t* a, spora_event_t* b, doubl
     return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] event_elapsed_ms: event was never recorded");
   *out = std::chrono::duration<double, std::milli>(b->when - a->when).count();
   return nullptr;
-}
-
-}  // namespace
-
-void fill_stream_api(spora_device_api_t* t) {
-  t->stream_create = stream_create;
-  t->stream_destroy = stream_destroy;
-  t->stream_synchronize = stream_synchronize;
-  t->stream_query = stream_query;
-  t->stream_wait_event = stream_wait_event;
-  t->stream_add_callback = stream_add_callback;
-  t->event_create = event_create;
-  t->event_destroy = event_destroy;
-  t->event_record = event_record;
-  t->event_query = event_query;
-  t->event_synchronize = event_synchronize;
-  t->event_elapsed_ms = event_elapsed_ms;
 }
 
 }  // namespace spora::cpu

@@ -9,7 +9,6 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <string>
 
 #include "error.h"
@@ -37,49 +36,7 @@ constexpr const char* kBuild = "HIP " SPORA_GPU_ARCHS ", host " SPORA_GPU_HOST_C
 constexpr const char* kBuild = "CUDA " SPORA_GPU_ARCHS " (cudart static), host " SPORA_GPU_HOST_CC;
 #endif
 
-spora_device_api_t make_table() {
-  spora_device_api_t t{};
-  t.struct_size = sizeof(spora_device_api_t);
-  t.initialize = initialize;
-  t.device_count = device_count;
-  t.device_properties = device_properties;
-  t.mem_alloc = mem_alloc;
-  t.mem_free = mem_free;
-  t.host_alloc_pinned = host_alloc_pinned;
-  t.host_free_pinned = host_free_pinned;
-  t.copy_h2d = copy_h2d;
-  t.copy_d2h = copy_d2h;
-  t.copy_d2d = copy_d2d;
-  t.memset = memset_sync;
-  t.copy_h2d_async = copy_h2d_async;
-  t.copy_d2h_async = copy_d2h_async;
-  t.copy_d2d_async = copy_d2d_async;
-  t.memset_async = memset_async;
-  t.stream_create = stream_create;
-  t.stream_destroy = stream_destroy;
-  t.stream_synchronize = stream_synchronize;
-  t.stream_query = stream_query;
-  t.stream_wait_event = stream_wait_event;
-  t.stream_add_callback = stream_add_callback;
-  t.stream_native_handle = stream_native_handle;
-  t.event_create = event_create;
-  t.event_destroy = event_destroy;
-  t.event_record = event_record;
-  t.event_query = event_query;
-  t.event_synchronize = event_synchronize;
-  t.event_elapsed_ms = event_elapsed_ms;
-  t.kernel_ops = kernel_ops;
-  t.kernel_create = kernel_create;
-  t.kernel_destroy = kernel_destroy;
-  t.kernel_launch = kernel_launch;
-  t.shutdown = shutdown;
-  return t;
-}
-
-const spora_device_api_t* device_table() {
-  static const spora_device_api_t table = make_table();
-  return &table;
-}
+constexpr spora_device_api_t kTable = SPORA_SDK_TABLE(spora_device_api_t, SPORA_GPU_DEVICE_FUNCTIONS);
 
 // Fills `reason` and returns the probe score.
 int32_t probe(std::string* reason) {
@@ -173,7 +130,6 @@ void shutdown() {
 extern "C" {
 
 SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
   std::string reason;
   int32_t score = 0;
   try {
@@ -182,33 +138,17 @@ SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
     score = 0;
     reason = "probe failed (out of memory)";
   }
-  out->score = score;
-  if (SPORA_STRUCT_HAS(out, spora_probe_result_t, reason))
-    std::snprintf(out->reason, sizeof(out->reason), "%s", reason.c_str());
+  spora_sdk_probe_answer(out, score, reason.c_str());
 }
 
 SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
-  using spora::gpu::kPluginName;
-  using spora::gpu::plugin_error;
-  return spora::plugin::guard(kPluginName, [&]() -> spora_plugin_error_t* {
-    if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_major))
-      return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "entry: host is NULL or too small");
-    if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
-      return plugin_error(SPORA_PLUGIN_UNIMPLEMENTED, "host ABI major " + std::to_string(host->abi_major) +
-                                                          ", plugin built for " + std::to_string(SPORA_PLUGIN_ABI_MAJOR));
-    if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api))
-      return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "entry: plugin info is NULL or too small");
-    spora::gpu::g_host.store(host, std::memory_order_release);
-    out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-    out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-    out->kind = SPORA_PLUGIN_KIND_DEVICE;
-    out->name = kPluginName;
-    out->version = "0.1.0";
-    out->build = spora::gpu::kBuild;
-    out->api = spora::gpu::device_table();
-    if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = nullptr;
-    return nullptr;
-  });
+  using namespace spora::gpu;
+  char why[SPORA_SDK_MESSAGE_MAX];
+  if (const int32_t code = spora_sdk_check_entry(host, out, kPluginName, why, sizeof why))
+    return spora::plugin::make_error(code, why);
+  g_host.store(host, std::memory_order_release);
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_DEVICE, kPluginName, "0.1.0", kBuild, &kTable);
+  return nullptr;
 }
 
 }  // extern "C"

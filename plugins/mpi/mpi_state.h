@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "error.h"
+#include "mpi_api.h"
 
 struct spora_comm {
   MPI_Comm comm = MPI_COMM_NULL;
@@ -49,15 +50,8 @@ spora_plugin_error_t* mpi_error(int rc, const char* what);
 
 bool initialized();
 
-// Collective entry points (mpi_ops.cpp).
-spora_plugin_error_t* all_reduce(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
-spora_plugin_error_t* all_gather(spora_comm_t*, const void*, void*, size_t, int32_t, void*, int64_t);
-spora_plugin_error_t* reduce_scatter(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
-spora_plugin_error_t* broadcast(spora_comm_t*, const void*, void*, size_t, int32_t, int32_t, void*, int64_t);
-spora_plugin_error_t* all_to_all(spora_comm_t*, const void*, void*, size_t, int32_t, void*, int64_t);
-spora_plugin_error_t* send(spora_comm_t*, const void*, size_t, int32_t, int32_t, void*, int64_t);
-spora_plugin_error_t* recv(spora_comm_t*, void*, size_t, int32_t, int32_t, void*, int64_t);
-spora_plugin_error_t* barrier(spora_comm_t*, void*, int64_t);
+// The host's services, kept from entry (mpi_comm.cpp).
+extern const spora_host_t* g_host;
 
 // Reduction ops for 16-bit floats (created at initialize).
 void create_half_ops();

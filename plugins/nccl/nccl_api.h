@@ -1,29 +1,23 @@
-// The collective functions of the NCCL plugin's table (nccl_collectives.cpp)
-// and the communicator lookup they share (nccl_entry.cpp).
+// The functions behind the NCCL plugin's spora_collective_api_t table, by
+// the file that defines them, and the communicator lookup they share.
 #pragma once
-#include <spora/plugin.h>
+#include <spora/sdk/plugin_table.h>
 
 #include <memory>
+
+#define SPORA_NCCL_COLLECTIVE_FUNCTIONS(X)                                                  \
+  /* nccl_entry.cpp: libnccl.so.2 opened at initialize, communicators */                     \
+  X(initialize) X(shutdown) X(get_unique_id) X(comm_init) X(comm_split) X(comm_abort)       \
+  X(comm_destroy) X(comm_async_error) X(comm_rank)                                          \
+  /* nccl_collectives.cpp: NCCL calls on the device plugin's native stream */               \
+  X(all_reduce) X(all_gather) X(reduce_scatter) X(broadcast) X(all_to_all) X(send) X(recv)  \
+  X(barrier)
 
 namespace spora::nccl {
 
 class Comm;
 spora_plugin_error_t* get_comm(const char* what, spora_comm_t* handle, std::shared_ptr<Comm>* out);
 
-spora_plugin_error_t* all_reduce(spora_comm_t* comm, const void* send, void* recv, size_t count, int32_t dtype,
-                                 int32_t op, void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* all_gather(spora_comm_t* comm, const void* send, void* recv, size_t count, int32_t dtype,
-                                 void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* reduce_scatter(spora_comm_t* comm, const void* send, void* recv, size_t recv_count,
-                                     int32_t dtype, int32_t op, void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* broadcast(spora_comm_t* comm, const void* send, void* recv, size_t count, int32_t dtype,
-                                int32_t root, void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* all_to_all(spora_comm_t* comm, const void* send, void* recv, size_t count, int32_t dtype,
-                                 void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* send(spora_comm_t* comm, const void* buf, size_t count, int32_t dtype, int32_t peer,
-                           void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* recv(spora_comm_t* comm, void* buf, size_t count, int32_t dtype, int32_t peer,
-                           void* native_stream, int64_t timeout_ms);
-spora_plugin_error_t* barrier(spora_comm_t* comm, void* native_stream, int64_t timeout_ms);
+SPORA_SDK_DECLARE_COLLECTIVE_FUNCTIONS(SPORA_NCCL_COLLECTIVE_FUNCTIONS)
 
 }  // namespace spora::nccl

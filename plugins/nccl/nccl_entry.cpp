@@ -29,14 +29,16 @@ spora_plugin_error_t* get_comm(const char* what, spora_comm_t* handle, std::shar
   return nullptr;
 }
 
-namespace {
-
 spora_plugin_error_t* initialize() { return guard("nccl", [] { return open_lib(); }); }
+
+namespace {
 
 spora_plugin_error_t* ready() {
   if (!lib()) return make_error(SPORA_PLUGIN_UNAVAILABLE, "[nccl] not initialised (initialize failed or was not called)");
   return nullptr;
 }
+
+}  // namespace
 
 spora_plugin_error_t* get_unique_id(spora_comm_id_t* out) {
   return guard("nccl", [&]() -> spora_plugin_error_t* {
@@ -52,6 +54,8 @@ spora_plugin_error_t* get_unique_id(spora_comm_id_t* out) {
   });
 }
 
+namespace {
+
 // Wraps a freshly created (possibly still initialising) communicator and
 // waits for its initialisation: forever, or SPORA_NCCL_INIT_TIMEOUT_MS
 // (the table's comm_init has no timeout argument, and until it returns
@@ -62,6 +66,8 @@ spora_plugin_error_t* adopt(ncclComm_t c, int32_t device, const char* what, spor
   *out = static_cast<spora_comm_t*>(comms().add(std::move(comm)));
   return nullptr;
 }
+
+}  // namespace
 
 spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t size, int32_t device,
                                 spora_comm_t** out) {
@@ -138,28 +144,9 @@ void shutdown() {
   comms().clear();
 }
 
-spora_collective_api_t make_table() {
-  spora_collective_api_t t{};
-  t.struct_size = sizeof t;
-  t.initialize = initialize;
-  t.get_unique_id = get_unique_id;
-  t.comm_init = comm_init;
-  t.comm_split = comm_split;
-  t.comm_abort = comm_abort;
-  t.comm_destroy = comm_destroy;
-  t.comm_async_error = comm_async_error;
-  t.comm_rank = comm_rank;
-  t.all_reduce = all_reduce;
-  t.all_gather = all_gather;
-  t.reduce_scatter = reduce_scatter;
-  t.broadcast = broadcast;
-  t.all_to_all = all_to_all;
-  t.send = send;
-  t.recv = recv;
-  t.barrier = barrier;
-  t.shutdown = shutdown;
-  return t;
-}
+namespace {
+
+constexpr spora_collective_api_t kTable = SPORA_SDK_TABLE(spora_collective_api_t, SPORA_NCCL_COLLECTIVE_FUNCTIONS);
 
 #define SPORA_NCCL_STR2(x) #x
 #define SPORA_NCCL_STR(x) SPORA_NCCL_STR2(x)
@@ -176,43 +163,22 @@ extern "C" {
 // cannot see a device: cudaGetDeviceCount returns error 35, which
 // initialize() reports word for word if the host calls it anyway.
 SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
-  const char* why = "";
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
     dlclose(h);
-    out->score = 50;
-  } else {
-    out->score = 0;
-    why = "no device: no CUDA driver (libcuda.so.1 not found), so cudaGetDeviceCount returns 35 "
-          "(cudaErrorInsufficientDriver) and NCCL cannot run; install the NVIDIA driver";
+    return spora_sdk_probe_answer(out, 50, "");
   }
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, reason)) return;
-  std::strncpy(out->reason, why, sizeof(out->reason) - 1);
-  out->reason[sizeof(out->reason) - 1] = '\0';
+  spora_sdk_probe_answer(out, 0,
+                         "no device: no CUDA driver (libcuda.so.1 not found), so cudaGetDeviceCount returns 35 "
+                         "(cudaErrorInsufficientDriver) and NCCL cannot run; install the NVIDIA driver");
 }
 
 SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
-  using spora::plugin::make_error;
-  return spora::plugin::guard("nccl", [&]() -> spora_plugin_error_t* {
-    if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_major))
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[nccl] entry: host is NULL or too small");
-    if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
-      return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[nccl] host ABI major " + std::to_string(host->abi_major) +
-                                                        ", plugin built for " + std::to_string(SPORA_PLUGIN_ABI_MAJOR));
-    if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api))
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[nccl] entry: plugin info is NULL or too small");
-    spora::nccl::g_host = host;
-    static const spora_collective_api_t table = spora::nccl::make_table();
-    out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-    out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-    out->kind = SPORA_PLUGIN_KIND_COLLECTIVE;
-    out->name = "nccl";
-    out->version = "0.1.0";
-    out->build = spora::nccl::kBuild;
-    out->api = &table;
-    if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = nullptr;
-    return nullptr;
-  });
+  char why[SPORA_SDK_MESSAGE_MAX];
+  if (const int32_t code = spora_sdk_check_entry(host, out, "nccl", why, sizeof why))
+    return spora::plugin::make_error(code, why);
+  spora::nccl::g_host = host;
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_COLLECTIVE, "nccl", "0.1.0", spora::nccl::kBuild, &spora::nccl::kTable);
+  return nullptr;
 }
 
 }  // extern "C"

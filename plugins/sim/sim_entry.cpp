@@ -48,53 +48,7 @@ constexpr const char* kBuild = "g++ " __VERSION__;
 constexpr const char* kBuild = "unknown compiler";
 #endif
 
-// graph_* and stream_native_handle stay NULL: the sim device has no graph
-// compiler and no native stream for a collective plugin to use. It has
-// pinned memory, which async copies treat differently from pageable memory
-// (sim_copy.cpp).
-spora_device_api_t make_table() {
-  spora_device_api_t t{};
-  t.struct_size = sizeof(spora_device_api_t);
-  t.extensions = nullptr;
-  t.initialize = initialize;
-  t.device_count = device_count;
-  t.device_properties = device_properties;
-  t.mem_alloc = mem_alloc;
-  t.mem_free = mem_free;
-  t.host_alloc_pinned = host_alloc_pinned;
-  t.host_free_pinned = host_free_pinned;
-  t.copy_h2d = copy_h2d;
-  t.copy_d2h = copy_d2h;
-  t.copy_d2d = copy_d2d;
-  t.memset = memset_sync;
-  t.copy_h2d_async = copy_h2d_async;
-  t.copy_d2h_async = copy_d2h_async;
-  t.copy_d2d_async = copy_d2d_async;
-  t.memset_async = memset_async;
-  t.stream_create = stream_create;
-  t.stream_destroy = stream_destroy;
-  t.stream_synchronize = stream_synchronize;
-  t.stream_query = stream_query;
-  t.stream_wait_event = stream_wait_event;
-  t.stream_add_callback = stream_add_callback;
-  t.event_create = event_create;
-  t.event_destroy = event_destroy;
-  t.event_record = event_record;
-  t.event_query = event_query;
-  t.event_synchronize = event_synchronize;
-  t.event_elapsed_ms = event_elapsed_ms;
-  t.kernel_ops = kernel_ops;
-  t.kernel_create = kernel_create;
-  t.kernel_destroy = kernel_destroy;
-  t.kernel_launch = kernel_launch;
-  t.shutdown = shutdown;
-  return t;
-}
-
-const spora_device_api_t* device_table() {
-  static const spora_device_api_t table = make_table();
-  return &table;
-}
+constexpr spora_device_api_t kTable = SPORA_SDK_TABLE(spora_device_api_t, SPORA_SIM_DEVICE_FUNCTIONS);
 
 }  // namespace
 
@@ -145,39 +99,16 @@ void shutdown() {
 
 extern "C" {
 
-SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  // Pure computation: the simulator needs nothing from the machine.
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
-  out->score = 50;
-  if (SPORA_STRUCT_HAS(out, spora_probe_result_t, reason)) out->reason[0] = '\0';
-}
+// Pure computation: the simulator needs nothing from the machine.
+SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) { spora_sdk_probe_answer(out, 50, ""); }
 
-SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host,
-                                                                spora_plugin_info_t* out) {
-  using spora::plugin::make_error;
-  return spora::plugin::guard("sim", [&]() -> spora_plugin_error_t* {
-    if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_major)) {
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] entry: host is NULL or too small");
-    }
-    if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR) {
-      return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[sim] host ABI major " + std::to_string(host->abi_major) +
-                                                        ", plugin built for " +
-                                                        std::to_string(SPORA_PLUGIN_ABI_MAJOR));
-    }
-    if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api)) {
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] entry: plugin info is NULL or too small");
-    }
-    spora::sim::g_host.store(host, std::memory_order_release);
-    out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-    out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-    out->kind = SPORA_PLUGIN_KIND_DEVICE;
-    out->name = "sim";
-    out->version = "0.1.0";
-    out->build = spora::sim::kBuild;
-    out->api = spora::sim::device_table();
-    if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = nullptr;
-    return nullptr;
-  });
+SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
+  char why[SPORA_SDK_MESSAGE_MAX];
+  if (const int32_t code = spora_sdk_check_entry(host, out, "sim", why, sizeof why))
+    return spora::plugin::make_error(code, why);
+  spora::sim::g_host.store(host, std::memory_order_release);
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_DEVICE, "sim", "0.1.0", spora::sim::kBuild, &spora::sim::kTable);
+  return nullptr;
 }
 
 }  // extern "C"

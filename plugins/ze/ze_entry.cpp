@@ -6,7 +6,6 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "error.h"
@@ -17,7 +16,6 @@ namespace spora::ze {
 namespace {
 
 using spora::plugin::guard;
-using spora::plugin::make_error;
 
 #if defined(__clang__)
 constexpr const char* kBuild = "clang " __clang_version__ ", Level Zero API 1.4 headers, SPIR-V kernels (OpenCL C 2.0)";
@@ -25,51 +23,7 @@ constexpr const char* kBuild = "clang " __clang_version__ ", Level Zero API 1.4 
 constexpr const char* kBuild = "g++ " __VERSION__ ", Level Zero API 1.4 headers, SPIR-V kernels (OpenCL C 2.0)";
 #endif
 
-// graph_* stay NULL: no on-device graph compiler yet (the host runs graphs
-// op by op through the kernels below).
-spora_device_api_t make_table() {
-  spora_device_api_t t{};
-  t.struct_size = sizeof(spora_device_api_t);
-  t.initialize = initialize;
-  t.device_count = device_count;
-  t.device_properties = device_properties;
-  t.mem_alloc = mem_alloc;
-  t.mem_free = mem_free;
-  t.host_alloc_pinned = host_alloc_pinned;
-  t.host_free_pinned = host_free_pinned;
-  t.copy_h2d = copy_h2d;
-  t.copy_d2h = copy_d2h;
-  t.copy_d2d = copy_d2d;
-  t.memset = memset_sync;
-  t.copy_h2d_async = copy_h2d_async;
-  t.copy_d2h_async = copy_d2h_async;
-  t.copy_d2d_async = copy_d2d_async;
-  t.memset_async = memset_async;
-  t.stream_create = stream_create;
-  t.stream_destroy = stream_destroy;
-  t.stream_synchronize = stream_synchronize;
-  t.stream_query = stream_query;
-  t.stream_wait_event = stream_wait_event;
-  t.stream_add_callback = stream_add_callback;
-  t.stream_native_handle = stream_native_handle;
-  t.event_create = event_create;
-  t.event_destroy = event_destroy;
-  t.event_record = event_record;
-  t.event_query = event_query;
-  t.event_synchronize = event_synchronize;
-  t.event_elapsed_ms = event_elapsed_ms;
-  t.kernel_ops = kernel_ops;
-  t.kernel_create = kernel_create;
-  t.kernel_destroy = kernel_destroy;
-  t.kernel_launch = kernel_launch;
-  t.shutdown = shutdown;
-  return t;
-}
-
-const spora_device_api_t* device_table() {
-  static const spora_device_api_t table = make_table();
-  return &table;
-}
+constexpr spora_device_api_t kTable = SPORA_SDK_TABLE(spora_device_api_t, SPORA_ZE_DEVICE_FUNCTIONS);
 
 // The driver libraries the Level Zero loader 1.8 looks for (its own list),
 // besides the ones ZE_ENABLE_ALT_DRIVERS names.
@@ -132,7 +86,6 @@ extern "C" {
 // initialise and returns ZE_RESULT_ERROR_UNINITIALIZED, which
 // initialize() reports word for word if the host calls it anyway.
 SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
   const char* alt = std::getenv("ZE_ENABLE_ALT_DRIVERS");
   bool found = alt && *alt;
   for (const char* lib : spora::ze::kDrivers) {
@@ -142,37 +95,20 @@ SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
       found = true;
     }
   }
-  out->score = found ? 60 : 0;
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, reason)) return;
-  const char* why = found ? ""
-                          : "no device: no Level Zero driver installed (libze_intel_gpu.so.1 and libze_intel_vpu.so.1 "
-                            "not found, ZE_ENABLE_ALT_DRIVERS unset), so zeInit returns "
-                            "ZE_RESULT_ERROR_UNINITIALIZED; install the device's Level Zero driver";
-  std::strncpy(out->reason, why, sizeof(out->reason) - 1);
-  out->reason[sizeof(out->reason) - 1] = '\0';
+  spora_sdk_probe_answer(out, found ? 60 : 0,
+                         found ? ""
+                               : "no device: no Level Zero driver installed (libze_intel_gpu.so.1 and "
+                                 "libze_intel_vpu.so.1 not found, ZE_ENABLE_ALT_DRIVERS unset), so zeInit returns "
+                                 "ZE_RESULT_ERROR_UNINITIALIZED; install the device's Level Zero driver");
 }
 
 SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
-  using spora::plugin::make_error;
-  return spora::plugin::guard("ze", [&]() -> spora_plugin_error_t* {
-    if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_major))
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[ze] entry: host is NULL or too small");
-    if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
-      return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[ze] host ABI major " + std::to_string(host->abi_major) +
-                                                        ", plugin built for " + std::to_string(SPORA_PLUGIN_ABI_MAJOR));
-    if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api))
-      return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[ze] entry: plugin info is NULL or too small");
-    spora::ze::g_host.store(host, std::memory_order_release);
-    out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-    out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-    out->kind = SPORA_PLUGIN_KIND_DEVICE;
-    out->name = "ze";
-    out->version = "0.1.0";
-    out->build = spora::ze::kBuild;
-    out->api = spora::ze::device_table();
-    if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = nullptr;
-    return nullptr;
-  });
+  char why[SPORA_SDK_MESSAGE_MAX];
+  if (const int32_t code = spora_sdk_check_entry(host, out, "ze", why, sizeof why))
+    return spora::plugin::make_error(code, why);
+  spora::ze::g_host.store(host, std::memory_order_release);
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_DEVICE, "ze", "0.1.0", spora::ze::kBuild, &spora::ze::kTable);
+  return nullptr;
 }
 
 }  // extern "C"

@@ -49,7 +49,7 @@ step "cmake --install $build --prefix <tmp>"
 step "layout"
 version=$(sed -n 's/^Version: *//p' "$prefix/$libdir/pkgconfig/spora.pc")
 major=${version%%.*}
-for f in include/spora/spora.h include/spora/spora.hpp include/spora/plugin.h \
+for f in include/spora/spora.h include/spora/spora.hpp include/spora/plugin.h include/spora/sdk/plugin_table.h \
   "$libdir/libspora.so" "$libdir/libspora.so.$major" "$libdir/libspora.so.$version" \
   "$libdir/spora/plugins/libspora-device-cpu.so" "$libdir/spora/plugins/libspora-device-sim.so" \
   bin/spora \
