@@ -14,6 +14,7 @@
 #include "ir/verifier.h"
 #include "runtime/context.h"
 #include "runtime/device.h"
+#include "runtime/interpreter.h"
 #include "sched/executor.h"
 #include "support/error.h"
 
@@ -69,7 +70,7 @@ ir::Value scalar(ir::Graph& g, DType dt, double v) {
 std::vector<Tensor> run_both(const ir::Graph& g, Device* d, const std::vector<const Tensor*>& params) {
   sched::Executable exe(g, d);
   auto a = exe.run(params);
-  auto b = sched::run_eager(g, d, params);
+  auto b = run_eager(g, d, params);
   EXPECT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     EXPECT_EQ(a[i].dtype, b[i].dtype);
@@ -223,7 +224,7 @@ TEST_P(ControlFlow, RunawayLoopsAreStoppedNamingTheNode) {
   for (int eager = 0; eager < 2; ++eager) {
     try {
       if (eager) {
-        sched::run_eager(g, d, {&xt});
+        run_eager(g, d, {&xt});
       } else {
         exe.run({&xt});
       }
@@ -238,7 +239,7 @@ TEST_P(ControlFlow, RunawayLoopsAreStoppedNamingTheNode) {
   setenv("SPORA_MAX_WHILE_ITERATIONS", "banana", 1);
   EXPECT_THROW(exe.run({&xt}), Error);
   unsetenv("SPORA_MAX_WHILE_ITERATIONS");
-  EXPECT_EQ(sched::max_while_iterations(), 1000000);
+  EXPECT_EQ(max_while_iterations(), 1000000);
 }
 
 // Central differences of output `out` (summed) w.r.t. param `p` (f64).

@@ -14,6 +14,7 @@
 #include "io_test_util.h"
 #include "ir/serialize.h"
 #include "passes/pass.h"
+#include "runtime/interpreter.h"
 #include "sched/executor.h"
 #include "support/error.h"
 
@@ -93,7 +94,7 @@ TEST_P(ModelFile, LoadedModelRunsLikeTheOriginalGraph) {
 
   sched::Executable exe(g, dev);
   const std::vector<Tensor> want = exe.run(data.params());
-  const std::vector<Tensor> want_eager = sched::run_eager(g, dev, data.params());
+  const std::vector<Tensor> want_eager = run_eager(g, dev, data.params());
 
   io::Model m(dir.file("mlp.spora"), dev);
   EXPECT_EQ(ir::to_json(m.graph()), ir::to_json(g)) << "the graph comes back as saved";
@@ -441,7 +442,7 @@ TEST(JsonRoundTripCheck, PassesOnGoodGraphsAndCatchesWhatJsonCannotHold) {
     const std::string err = error_of([&] { sched::Executable exe(bad, dev); });
     EXPECT_NE(err.find("(compile)"), std::string::npos) << err;
     const Tensor t = rand_f32(dev, S({2}), 1);
-    EXPECT_NE(error_of([&] { sched::run_eager(bad, dev, {&t}); }).find("(run_eager)"), std::string::npos);
+    EXPECT_NE(error_of([&] { run_eager(bad, dev, {&t}); }).find("(run_eager)"), std::string::npos);
     ir::Graph b2 = bad;
     EXPECT_NE(error_of([&] { passes::optimize(b2, 1); }).find("(optimize, input)"), std::string::npos);
     EXPECT_NE(error_of([&] { autodiff::value_and_grad(bad, {x.node}, 0); }).find("(grad, input)"), std::string::npos);

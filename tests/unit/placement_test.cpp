@@ -9,6 +9,7 @@
 #include <string>
 
 #include "device_test_util.h"
+#include "runtime/interpreter.h"
 #include "sched/executor.h"
 #include "sched/placement.h"
 #include "support/error.h"
@@ -94,7 +95,7 @@ TEST(Placement, OpsWithoutKernelOrDecompositionRunOnCpuWithCopies) {
   const std::vector<Tensor> got = exe.run(ptrs(params));
   // Eager dispatch runs the same kernels on the same devices (its fallback
   // sends each op to cpu on its own): the numbers are identical.
-  const std::vector<Tensor> eager = sched::run_eager(placed_graph(), sim, ptrs(params));
+  const std::vector<Tensor> eager = run_eager(placed_graph(), sim, ptrs(params));
   ASSERT_EQ(got.size(), 2u);
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].device(), sim);
@@ -165,7 +166,7 @@ TEST(Placement, WhileBodyWithCpuOpsRunsEveryIteration) {
       for (int c = 0; c < 5; ++c) ref[r * 5 + c] = next[c];
     }
   for (size_t k = 0; k < got.size(); ++k) EXPECT_NEAR(got[k], ref[k], 1e-5) << k;
-  EXPECT_EQ(got, read(sched::run_eager(g, sim, {&xt})[0]));
+  EXPECT_EQ(got, read(run_eager(g, sim, {&xt})[0]));
 }
 
 TEST(Placement, CpuOpsReadAndWriteViewsOfInputsAndOutputs) {
@@ -190,7 +191,7 @@ TEST(Placement, CpuOpsReadAndWriteViewsOfInputsAndOutputs) {
   EXPECT_EQ(exe.host_ops(), 2u);
   EXPECT_EQ(exe.host_copies(), 4u);  // x in, e in; both softmaxes out
   const std::vector<Tensor> got = exe.run({&xt});
-  const std::vector<Tensor> eager = sched::run_eager(g, sim, {&xt});
+  const std::vector<Tensor> eager = run_eager(g, sim, {&xt});
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got[0].shape, S({12}));
   for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(read(got[i]), read(eager[i])) << "output " << i;

@@ -6,6 +6,7 @@
 #include "ir/printer.h"
 #include "ir/serialize.h"
 #include "passes/pass.h"
+#include "runtime/interpreter.h"
 #include "sched/executor.h"
 #include "sched/plan_cache.h"
 
@@ -306,7 +307,7 @@ spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t*
     spora::Device* d = from_handle(need(device, "spora_graph_run_eager", "device"));
     run_and_publish("spora_graph_run_eager", "params", "[graph " + graph->g.name() + "]", graph->g.outputs().size(),
                     params, num_params, outputs, num_outputs,
-                    [&](const auto& in) { return spora::sched::run_eager(graph->g, d, in); });
+                    [&](const auto& in) { return spora::run_eager(graph->g, d, in); });
   });
 }
 

@@ -3,9 +3,9 @@
 
 #include "abi/abi.h"
 #include "autodiff/bprop.h"
-#include "autodiff/tape.h"
 #include "runtime/collective.h"
 #include "runtime/eager.h"
+#include "runtime/observer.h"
 
 using spora::Code;
 using spora::fail;
@@ -104,9 +104,8 @@ void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inpu
   spora::Tensor* out = num_outputs > 4 ? large.data() : small;
   spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), a, out,
                     static_cast<int>(num_outputs));
-  if (spora::autodiff::recording())
-    spora::autodiff::record_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file,
-                               line);
+  if (spora::observing())
+    spora::notify_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file, line);
   // Allocate every handle before publishing any, so a failure leaks nothing.
   spora_tensor_t* handles_small[4] = {};
   std::vector<spora_tensor_t*> handles_large(num_outputs > 4 ? num_outputs : 0, nullptr);
@@ -154,7 +153,7 @@ spora_status_t spora_op_call_into(const char* op, spora_device_t* device, spora_
            op, num_inputs, num_outputs, spora::kMaxOpInputs, spora::kMaxOpOutputs);
     // A tape keeps the tensors it recorded for the backward pass: writing
     // into existing tensors could change values it still needs.
-    if (spora::autodiff::recording())
+    if (spora::observing() && spora::observers_keep_values())
       fail(Code::kInvalidArgument,
            "[{}] spora_op_call_into writes into existing tensors, which the tape recording on this thread may "
            "still need; stop recording first (optimizer steps run after the gradients are taken)",

@@ -1,11 +1,11 @@
-// C API: the eager tape (autodiff/tape.h).
+// C API: the eager tape (runtime/tape.h).
 #include "abi/abi.h"
-#include "autodiff/tape.h"
+#include "runtime/tape.h"
 
 struct spora_tape {
   // Shared with the thread stacks it is recording on, so that freeing a tape
   // that another thread still has started cannot leave a dangling entry.
-  std::shared_ptr<spora::autodiff::Tape> tape;
+  std::shared_ptr<spora::Tape> tape;
 };
 
 using spora::Code;
@@ -35,7 +35,7 @@ extern "C" {
 spora_status_t spora_tape_create(spora_tape_t** out) {
   return guard([&] {
     need(out, "spora_tape_create", "out");
-    *out = new spora_tape{std::make_shared<spora::autodiff::Tape>()};
+    *out = new spora_tape{std::make_shared<spora::Tape>()};
   });
 }
 
@@ -48,11 +48,11 @@ spora_status_t spora_tape_free(spora_tape_t* tape) {
 }
 
 spora_status_t spora_tape_start(spora_tape_t* tape) {
-  return guard([&] { spora::autodiff::Tape::start(need(tape, "spora_tape_start", "tape")->tape); });
+  return guard([&] { spora::Tape::start(need(tape, "spora_tape_start", "tape")->tape); });
 }
 
 spora_status_t spora_tape_stop(spora_tape_t* tape) {
-  return guard([&] { spora::autodiff::Tape::stop(need(tape, "spora_tape_stop", "tape")->tape.get()); });
+  return guard([&] { spora::Tape::stop(need(tape, "spora_tape_stop", "tape")->tape.get()); });
 }
 
 spora_status_t spora_tape_watch(spora_tape_t* tape, const spora_tensor_t* tensor) {

@@ -7,15 +7,16 @@
 
 #include "ops/decompose.h"
 #include "runtime/eager.h"
+#include "runtime/interpreter.h"
+#include "runtime/observer.h"
 #include "runtime/plugin_library.h"
-#include "sched/executor.h"
 #include "support/error.h"
 #include "support/log.h"
 
 namespace spora {
 namespace {
 
-// What a decomposition's plan depends on: the device, the op, its inputs'
+// What a decomposition's graph depends on: the device, the op, its inputs'
 // types and its attributes (schema defaults filled in).
 struct PlanKey {
   Device* device = nullptr;
@@ -45,35 +46,6 @@ uint64_t hash_of(const PlanKey& k) {
   return h;
 }
 
-// The compiled plans of one decomposition. A plan's arena holds its
-// intermediates while it runs, so one plan serves one caller at a time:
-// callers lease an idle plan and give it back, and a caller finding none
-// idle compiles another. The pool grows to the most callers seen at once.
-struct PlanPool {
-  PlanKey key;
-  std::mutex mu;
-  std::vector<std::unique_ptr<sched::Executable>> idle;
-};
-
-class Lease {
- public:
-  Lease(std::shared_ptr<PlanPool> pool, std::unique_ptr<sched::Executable> exe)
-      : pool_(std::move(pool)), exe_(std::move(exe)) {}
-  Lease(const Lease&) = delete;
-  Lease& operator=(const Lease&) = delete;
-  ~Lease() {
-    // Back to the pool even after a failed run: a plan stays valid, and an
-    // error a host callback left on it is reported by its next run.
-    std::lock_guard<std::mutex> lock(pool_->mu);
-    pool_->idle.push_back(std::move(exe_));
-  }
-  sched::Executable& operator*() const { return *exe_; }
-
- private:
-  std::shared_ptr<PlanPool> pool_;
-  std::unique_ptr<sched::Executable> exe_;
-};
-
 // Builds and checks the decomposition's graph for the call.
 ir::Graph decomposition_graph(const OpDef& op, DecomposeFn fn, const Tensor* const* inputs, int num_inputs,
                               const OpCall& call) {
@@ -95,10 +67,14 @@ ir::Graph decomposition_graph(const OpDef& op, DecomposeFn fn, const Tensor* con
   return g;
 }
 
-// A compiled decomposition leased for one run, by device and call
-// signature; nullptr when the op has none. Pools live for the process.
-std::unique_ptr<Lease> decomposed(const OpDef& op, Device* device, const Tensor* const* inputs, int num_inputs,
-                                  const OpCall& call) {
+// The decomposition's graph for the call, built once per device and call
+// signature; nullptr when the op has none. Graphs are immutable once built
+// and shared, so threads running the same decomposition at once share
+// nothing mutable: each run's values are its own (the interpreter allocates
+// them), which is what keeps concurrent fallbacks from reading each other's
+// intermediates (tests FallbackRace.*). Graphs live for the process.
+std::shared_ptr<const ir::Graph> decomposed(const OpDef& op, Device* device, const Tensor* const* inputs,
+                                            int num_inputs, const OpCall& call) {
   const DecomposeFn fn = find_decomposition(op.name);
   if (!fn) return nullptr;
   PlanKey key{device, &op, {}, call.attrs};
@@ -106,32 +82,26 @@ std::unique_ptr<Lease> decomposed(const OpDef& op, Device* device, const Tensor*
   for (int i = 0; i < num_inputs; ++i) key.inputs.push_back({inputs[i]->dtype, inputs[i]->shape});
   const uint64_t h = hash_of(key);
 
+  struct Entry {
+    PlanKey key;
+    std::shared_ptr<const ir::Graph> graph;
+  };
   static std::mutex mu;
-  static auto* pools = new std::unordered_multimap<uint64_t, std::shared_ptr<PlanPool>>;
-  std::shared_ptr<PlanPool> pool;
+  static auto* graphs = new std::unordered_multimap<uint64_t, Entry>;
   {
     std::lock_guard<std::mutex> lock(mu);
-    auto range = pools->equal_range(h);
-    for (auto it = range.first; it != range.second && !pool; ++it)
-      if (it->second->key == key) pool = it->second;
-    if (!pool) {
-      pool = std::make_shared<PlanPool>();
-      pool->key = key;
-      pools->emplace(h, pool);
-    }
+    auto range = graphs->equal_range(h);
+    for (auto it = range.first; it != range.second; ++it)
+      if (it->second.key == key) return it->second.graph;
   }
-  {
-    std::lock_guard<std::mutex> lock(pool->mu);
-    if (!pool->idle.empty()) {
-      std::unique_ptr<sched::Executable> exe = std::move(pool->idle.back());
-      pool->idle.pop_back();
-      return std::make_unique<Lease>(pool, std::move(exe));
-    }
-  }
-  // Compiled outside the locks: other signatures, and other callers of this
-  // one that find an idle plan, need not wait.
-  auto exe = std::make_unique<sched::Executable>(decomposition_graph(op, fn, inputs, num_inputs, call), device);
-  return std::make_unique<Lease>(pool, std::move(exe));
+  // Built outside the lock; two threads may both build one, the first kept.
+  auto g = std::make_shared<const ir::Graph>(decomposition_graph(op, fn, inputs, num_inputs, call));
+  std::lock_guard<std::mutex> lock(mu);
+  auto range = graphs->equal_range(h);
+  for (auto it = range.first; it != range.second; ++it)
+    if (it->second.key == key) return it->second.graph;
+  graphs->emplace(h, Entry{std::move(key), g});
+  return g;
 }
 
 Device* host_device() {
@@ -145,8 +115,11 @@ void eager_fallback(const OpDef& op, Device* device, const Tensor* const* inputs
                     Tensor* outputs, const std::string& why) {
   std::string tried = why;
   try {
-    if (auto lease = decomposed(op, device, inputs, num_inputs, call)) {
-      std::vector<Tensor> outs = (**lease).run(std::vector<const Tensor*>(inputs, inputs + num_inputs));
+    if (auto g = decomposed(op, device, inputs, num_inputs, call)) {
+      // Observers hear of the op the caller ran, not of its parts. A part
+      // this device lacks falls back in turn (decomposed or on cpu).
+      ObserversPaused paused;
+      std::vector<Tensor> outs = interpret(*g, device, std::vector<const Tensor*>(inputs, inputs + num_inputs));
       for (int i = 0; i < call.num_outputs; ++i) outputs[i] = std::move(outs[static_cast<size_t>(i)]);
       logger().debug("[{}] no kernel on {}: ran its decomposition", op.name, device->name());
       return;

@@ -46,7 +46,7 @@ struct Tensor {
   size_t offset = 0;  // bytes
   DType dtype = SPORA_DTYPE_INVALID;
   Shape shape;
-  // The value's identity for the eager tape (autodiff/tape.h): unique per
+  // The value's identity for the eager tape (runtime/tape.h): unique per
   // tensor or view made (make_tensor, eager views), shared by copies of this
   // struct, which are the same immutable value. Handles are freed and their
   // addresses reused, so the tape never keys by pointer. 0 for internal

@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <map>
 
-#include "autodiff/tape.h"
 #include "ir/serialize.h"
 #include "ir/verifier.h"
 #include "runtime/collective.h"
 #include "runtime/eager.h"
+#include "runtime/interpreter.h"
 #include "sched/memory_plan.h"
 #include "sched/placement.h"
 #include "support/error.h"
@@ -87,20 +87,6 @@ namespace {
   throw Error(code, ir::with_loc(msg, n.loc));
 }
 
-// Reads a bool scalar (the condition of an if or while) to the host.
-bool read_flag(const Tensor& t) {
-  uint8_t b = 0;
-  t.device()->copy_d2h(&b, t.data(), 1);
-  return b != 0;
-}
-
-[[noreturn]] void runaway(const ir::Node& n, int64_t limit) {
-  node_error(n, Code::kAborted,
-             fmt::format("[while] loop still running after {} iterations (the limit set by "
-                         "SPORA_MAX_WHILE_ITERATIONS); raise the limit or check the loop condition",
-                         limit));
-}
-
 // A device-to-device copy in stream order (synchronous on plugins without
 // asynchronous copies).
 void copy_in_stream(Device* d, spora_devptr_t dst, spora_devptr_t src, size_t bytes) {
@@ -112,16 +98,6 @@ void copy_in_stream(Device* d, spora_devptr_t dst, spora_devptr_t src, size_t by
 }
 
 }  // namespace
-
-int64_t max_while_iterations() {
-  const char* s = std::getenv("SPORA_MAX_WHILE_ITERATIONS");
-  if (!s || !*s) return 1000000;
-  char* end = nullptr;
-  const double v = std::strtod(s, &end);
-  if (end == s || *end != '\0' || !std::isfinite(v) || v < 0 || v > 9.0e18)
-    fail(Code::kInvalidArgument, "[while] SPORA_MAX_WHILE_ITERATIONS='{}' is not a non-negative iteration count", s);
-  return static_cast<int64_t>(v);
-}
 
 Executable::~Executable() {
   // Queued host callbacks point into this plan's steps (and the pinned host
@@ -627,7 +603,7 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
         for (int64_t iter = 0;; ++iter) {
           step->sub[0]->run_into(pointers(*cur), flag);
           if (!read_flag(step->flag)) break;
-          if (iter >= limit) runaway(graph_.node(step->node), limit);
+          if (iter >= limit) while_runaway(graph_.node(step->node), limit);
           step->sub[1]->run_into(pointers(*cur), *next);
           cur = next;
           next = cur == &final_out ? &step->scratch : &final_out;
@@ -646,133 +622,6 @@ void Executable::run_into(const std::vector<const Tensor*>& params, const std::v
     const spora_devptr_t src = addr(v);
     if (src != outputs[i].data()) copy_in_stream(device_, outputs[i].data(), src, outputs[i].nbytes());
   }
-}
-
-namespace {
-
-std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
-
-// Runs nodes [first, end) of `graph` op by op. `values` holds one entry per
-// node; those before `first` are already bound (their values may be read).
-// `params` binds the input and weight nodes met from `first` on. With `live`,
-// nodes it marks false are skipped. Every op and constant is recorded on the
-// thread's eager tapes, if any are recording.
-std::vector<Tensor> run_nodes(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>>& values,
-                              size_t first, const std::vector<const Tensor*>& params,
-                              const std::vector<bool>* live = nullptr) {
-  const auto& nodes = graph.nodes();
-  std::vector<int64_t> last_use(nodes.size(), -1);
-  for (size_t id = 0; id < nodes.size(); ++id)
-    if (!live || (*live)[id])
-      for (const ir::Value& v : nodes[id].inputs) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(id);
-  for (const ir::Value& v : graph.outputs()) last_use[static_cast<size_t>(v.node)] = static_cast<int64_t>(nodes.size());
-  size_t next_param = 0;
-  for (size_t id = first; id < nodes.size(); ++id) {
-    if (live && !(*live)[id]) continue;
-    const ir::Node& n = nodes[id];
-    switch (n.kind) {
-      case ir::NodeKind::kInput:
-      case ir::NodeKind::kWeight: {
-        if (next_param >= params.size() || !params[next_param])
-          fail(Code::kInvalidArgument, "[graph {}] {} '{}' is not bound", graph.name(), node_kind_name(n.kind), n.name);
-        const Tensor& t = *params[next_param++];
-        if (t.dtype != n.outputs[0].dtype || t.shape != n.outputs[0].shape)
-          fail(Code::kInvalidArgument, "[graph {}] {} '{}' must be {} {}, got {} {}", graph.name(),
-               node_kind_name(n.kind), n.name, dtype_name(n.outputs[0].dtype), n.outputs[0].shape.str(),
-               dtype_name(t.dtype), t.shape.str());
-        values[id] = {t};
-        break;
-      }
-      case ir::NodeKind::kConstant:
-        values[id] = {tensor_from_host(device, n.outputs[0].dtype, n.outputs[0].shape, n.data->data(), n.data->size())};
-        if (autodiff::recording()) autodiff::record_constant(n, values[id][0]);
-        break;
-      case ir::NodeKind::kApply: {
-        std::vector<const Tensor*> in;
-        for (const ir::Value& v : n.inputs)
-          in.push_back(&values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-        values[id].resize(n.outputs.size());
-        try {
-          eager_call(*n.op, device, in.data(), static_cast<int>(in.size()), n.attrs, values[id].data(),
-                     static_cast<int>(n.outputs.size()));
-        } catch (const Error& e) {
-          node_error(n, e.code(), e.what());
-        }
-        if (autodiff::recording())
-          autodiff::record_op(*n.op, in.data(), static_cast<int>(in.size()), n.attrs, values[id].data(),
-                              static_cast<int>(n.outputs.size()), n.loc.file.c_str(), n.loc.line);
-        break;
-      }
-      case ir::NodeKind::kIf: {
-        auto at = [&](const ir::Value& v) -> const Tensor& {
-          return values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
-        };
-        const bool taken = read_flag(at(n.inputs[0]));
-        std::vector<const Tensor*> args;
-        for (size_t i = 1; i < n.inputs.size(); ++i) args.push_back(&at(n.inputs[i]));
-        values[id] = eager_run(*n.subgraphs[taken ? 0 : 1], device, args);
-        break;
-      }
-      case ir::NodeKind::kWhile: {
-        const int64_t limit = max_while_iterations();
-        std::vector<Tensor> cur;
-        for (const ir::Value& v : n.inputs)
-          cur.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-        for (int64_t iter = 0;; ++iter) {
-          std::vector<const Tensor*> args;
-          for (const Tensor& t : cur) args.push_back(&t);
-          if (!read_flag(eager_run(*n.subgraphs[0], device, args).at(0))) break;
-          if (iter >= limit) runaway(n, limit);
-          // The previous iteration's values are released as they are replaced.
-          cur = eager_run(*n.subgraphs[1], device, args);
-        }
-        values[id] = std::move(cur);
-        break;
-      }
-    }
-    // Like any eager runtime, release a value after its last reader.
-    for (const ir::Value& v : n.inputs)
-      if (last_use[static_cast<size_t>(v.node)] == static_cast<int64_t>(id))
-        values[static_cast<size_t>(v.node)].clear();
-  }
-  if (next_param != params.size())
-    fail(Code::kInvalidArgument, "[graph {}] takes {} inputs and weights, got {}", graph.name(), next_param,
-         params.size());
-  std::vector<Tensor> out;
-  for (const ir::Value& v : graph.outputs())
-    out.push_back(values[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
-  return out;
-}
-
-// run_eager without the JSON round-trip check, which the sub-graphs of
-// control flow (run once per iteration) need not repeat.
-std::vector<Tensor> eager_run(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
-  std::vector<std::vector<Tensor>> values(graph.nodes().size());
-  return run_nodes(graph, device, values, 0, params);
-}
-
-}  // namespace
-
-std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params) {
-  ir::check_json_roundtrip(graph, "run_eager");
-  return eager_run(graph, device, params);
-}
-
-std::vector<Tensor> run_eager_from(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>> bound) {
-  const size_t first = bound.size();
-  if (first > graph.nodes().size())
-    fail(Code::kInternal, "[graph {}] {} values bound for {} nodes", graph.name(), first, graph.nodes().size());
-  ir::check_json_roundtrip(graph, "run_eager_from");
-  // Autodiff rules compute every input's adjoint, some of which nothing
-  // reads (graph mode leaves them to dce): run only what the outputs need.
-  const auto& nodes = graph.nodes();
-  std::vector<bool> live(nodes.size(), false);
-  for (const ir::Value& v : graph.outputs()) live[static_cast<size_t>(v.node)] = true;
-  for (size_t id = nodes.size(); id-- > first;)
-    if (live[id])
-      for (const ir::Value& v : nodes[id].inputs) live[static_cast<size_t>(v.node)] = true;
-  bound.resize(nodes.size());
-  return run_nodes(graph, device, bound, first, {}, &live);
 }
 
 }  // namespace spora::sched

@@ -111,20 +111,4 @@ class Executable {
   friend struct HostLaunch;
 };
 
-// Runs `graph` node by node with eager dispatch (no plan, no arena);
-// control flow runs its sub-graphs the same way. Ops and constants are
-// recorded on the calling thread's eager tapes (autodiff/tape.h), as any
-// eager op is.
-std::vector<Tensor> run_eager(const ir::Graph& graph, Device* device, const std::vector<const Tensor*>& params);
-// The same, for a graph whose first `bound.size()` nodes already have values
-// (one vector per node, the node's outputs; nodes whose values are never
-// read may be left empty): only the later nodes run, and they may not be
-// inputs or weights. The eager tape runs just the backward part of a
-// value_and_grad graph this way, binding the forward values it recorded.
-std::vector<Tensor> run_eager_from(const ir::Graph& graph, Device* device, std::vector<std::vector<Tensor>> bound);
-
-// SPORA_MAX_WHILE_ITERATIONS (default 1e6): the most iterations one run of a
-// while node may take. Read on every run of a loop.
-int64_t max_while_iterations();
-
 }  // namespace spora::sched

@@ -1,51 +1,65 @@
 // The eager tape: the thread's stack of recording tapes, recording, and the
 // recorded graph. Gradients are in tape_gradient.cpp.
-#include "autodiff/tape.h"
+#include "runtime/tape.h"
 
 #include <algorithm>
 #include <string>
 
 #include "support/error.h"
 
-namespace spora::autodiff {
+namespace spora {
 
-namespace detail {
+namespace tape_detail {
 
-std::atomic<int64_t> active_entries{0};
-
-struct ThreadTapes {
+// A thread's recording tapes, and the op observer that feeds them: it is
+// registered on the thread while the stack is not empty.
+struct ThreadTapes final : OpObserver {
   std::vector<std::shared_ptr<Tape>> stack;  // innermost last
   const Tape* excluded = nullptr;
 
-  ~ThreadTapes() {
+  ~ThreadTapes() override {
     // A thread that ends with tapes still started stops them.
     for (auto& t : stack) drop_entry(*t);
+    if (!stack.empty()) remove_thread_observer(this);
   }
-  static void drop_entry(Tape& t) {
-    t.recording_.store(false, std::memory_order_release);
-    active_entries.fetch_sub(1, std::memory_order_relaxed);
+  static void drop_entry(Tape& t) { t.recording_.store(false, std::memory_order_release); }
+  void erase(size_t i) {
+    drop_entry(*stack[i]);
+    stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
+    if (stack.empty()) remove_thread_observer(this);
   }
   // Tapes freed while recording on this thread (possibly from another
   // thread) leave the stack here.
   void prune() {
     for (size_t i = stack.size(); i-- > 0;)
-      if (stack[i]->released()) {
-        drop_entry(*stack[i]);
-        stack.erase(stack.begin() + static_cast<std::ptrdiff_t>(i));
-      }
+      if (stack[i]->released()) erase(i);
   }
   void push(const std::shared_ptr<Tape>& t) {
+    if (stack.empty()) add_thread_observer(this);
     stack.push_back(t);
-    active_entries.fetch_add(1, std::memory_order_relaxed);
   }
   // Removes `t` wherever it is in the stack; false if absent.
   bool remove(const Tape* t) {
     auto it = std::find_if(stack.begin(), stack.end(), [&](const auto& p) { return p.get() == t; });
     if (it == stack.end()) return false;
-    drop_entry(**it);
-    stack.erase(it);
+    erase(static_cast<size_t>(it - stack.begin()));
     return true;
   }
+
+  // Every tape on the stack records, except one whose gradient is running.
+  void on_op(const OpDef& op, const Tensor* const* inputs, int num_inputs, const Attrs& attrs, const Tensor* outputs,
+             int num_outputs, const char* file, int32_t line) override {
+    prune();
+    for (const auto& t : stack)
+      if (t.get() != excluded) t->add_op(op, inputs, num_inputs, attrs, outputs, num_outputs, file, line);
+  }
+  void on_constant(const ir::Node& node, const Tensor& value) override {
+    prune();
+    for (const auto& t : stack)
+      if (t.get() != excluded) t->add_constant(node, value);
+  }
+  // Tapes keep the forward values for the backward pass.
+  bool keeps_values() const override { return !stack.empty(); }
 };
 
 namespace {
@@ -55,12 +69,10 @@ ThreadTapes& thread_tapes() {
 }
 }  // namespace
 
-bool thread_recording() { return !thread_tapes().stack.empty(); }
-
 NotRecordingOn::NotRecordingOn(const Tape* tape) : prev_(thread_tapes().excluded) { thread_tapes().excluded = tape; }
 NotRecordingOn::~NotRecordingOn() { thread_tapes().excluded = prev_; }
 
-}  // namespace detail
+}  // namespace tape_detail
 
 void Tape::start(const std::shared_ptr<Tape>& tape) {
   if (tape->released()) fail(Code::kInvalidArgument, "[spora_tape_start] the tape has been freed");
@@ -68,7 +80,7 @@ void Tape::start(const std::shared_ptr<Tape>& tape) {
     fail(Code::kInvalidArgument,
          "[spora_tape_start] the tape is already recording; stop it first (to nest, start another tape)");
   try {
-    detail::ThreadTapes& tt = detail::thread_tapes();
+    tape_detail::ThreadTapes& tt = tape_detail::thread_tapes();
     tt.prune();
     tt.push(tape);
   } catch (...) {
@@ -78,7 +90,7 @@ void Tape::start(const std::shared_ptr<Tape>& tape) {
 }
 
 void Tape::stop(const Tape* tape) {
-  detail::ThreadTapes& tt = detail::thread_tapes();
+  tape_detail::ThreadTapes& tt = tape_detail::thread_tapes();
   tt.prune();
   if (tt.stack.empty() || tt.stack.back().get() != tape) {
     const bool inside = std::any_of(tt.stack.begin(), tt.stack.end(), [&](const auto& p) { return p.get() == tape; });
@@ -88,13 +100,12 @@ void Tape::stop(const Tape* tape) {
            "after it first");
     fail(Code::kInvalidArgument, "[spora_tape_stop] the tape is not recording on this thread (start it first)");
   }
-  detail::ThreadTapes::drop_entry(*tt.stack.back());
-  tt.stack.pop_back();
+  tt.erase(tt.stack.size() - 1);
 }
 
 void Tape::release() {
   released_.store(true, std::memory_order_release);
-  detail::thread_tapes().remove(this);
+  tape_detail::thread_tapes().remove(this);
   std::lock_guard<std::mutex> lock(mu_);
   g_ = ir::Graph("tape");
   values_.clear();
@@ -195,19 +206,4 @@ ir::Graph Tape::graph(const std::vector<const Tensor*>& outputs) const {
   return g;
 }
 
-void record_op(const OpDef& op, const Tensor* const* inputs, int num_inputs, const Attrs& attrs,
-               const Tensor* outputs, int num_outputs, const char* file, int32_t line) {
-  detail::ThreadTapes& tt = detail::thread_tapes();
-  tt.prune();
-  for (const auto& t : tt.stack)
-    if (t.get() != tt.excluded) t->add_op(op, inputs, num_inputs, attrs, outputs, num_outputs, file, line);
-}
-
-void record_constant(const ir::Node& node, const Tensor& value) {
-  detail::ThreadTapes& tt = detail::thread_tapes();
-  tt.prune();
-  for (const auto& t : tt.stack)
-    if (t.get() != tt.excluded) t->add_constant(node, value);
-}
-
-}  // namespace spora::autodiff
+}  // namespace spora

@@ -14,8 +14,14 @@
 // recorded (they share storage with the user's handles), so gradients reuse
 // the forward values instead of recomputing them; release() drops them.
 //
-// Cost when nothing records: recording() is one relaxed load of a
-// process-wide counter, which is zero unless some thread has a tape started.
+// How it hears of ops: a thread's stack of tapes is an op observer
+// (runtime/observer.h), registered on the thread while the stack is not
+// empty. Eager dispatch and the interpreter know only the observer
+// interface; cost when nothing records is observing()'s one relaxed load.
+//
+// Layering: the tape holds Tensors and runs the backward graph through the
+// interpreter, so it is runtime, above autodiff (whose value_and_grad it
+// uses); nothing in runtime or sched includes it but the C API's tape calls.
 //
 // Threads. A tape records on the one thread that started it; its methods
 // may be called from any thread (each tape has a mutex).
@@ -29,11 +35,12 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "runtime/observer.h"
 #include "runtime/tensor.h"
 
-namespace spora::autodiff {
+namespace spora {
 
-namespace detail {
+namespace tape_detail {
 struct ThreadTapes;
 }
 
@@ -76,7 +83,7 @@ class Tape {
   // dropped there at its next op), and refuses further use.
   void release();
 
-  // Called by record_op / record_constant for each recording tape.
+  // Called by the thread's tape stack (an op observer) for each recording tape.
   void add_op(const OpDef& op, const Tensor* const* inputs, int num_inputs, const Attrs& attrs,
               const Tensor* outputs, int num_outputs, const char* file, int32_t line);
   void add_constant(const ir::Node& node, const Tensor& value);
@@ -86,7 +93,7 @@ class Tape {
  private:
   // The tape value of `t`, adding an input node on first use. mu_ held.
   ir::Value use(const Tensor& t);
-  friend struct detail::ThreadTapes;
+  friend struct tape_detail::ThreadTapes;
 
   mutable std::mutex mu_;
   ir::Graph g_{"tape"};
@@ -98,11 +105,7 @@ class Tape {
   std::atomic<bool> recording_{false}, released_{false};
 };
 
-namespace detail {
-// Number of (tape, thread) recording entries in the process.
-extern std::atomic<int64_t> active_entries;
-bool thread_recording();
-
+namespace tape_detail {
 // While alive, ops run on this thread are not recorded on `tape`: a tape's
 // gradient runs its backward pass under one, so only outer tapes see it.
 class NotRecordingOn {
@@ -115,19 +118,6 @@ class NotRecordingOn {
  private:
   const Tape* prev_;
 };
-}  // namespace detail
+}  // namespace tape_detail
 
-// True when the calling thread has a tape recording. The check eager
-// dispatch makes on every op; without any started tape it costs one load.
-inline bool recording() {
-  return detail::active_entries.load(std::memory_order_relaxed) != 0 && detail::thread_recording();
-}
-
-// Records one successful eager op / an eagerly created graph constant on
-// every tape recording on this thread (except a tape whose gradient is
-// being computed). `file` may be null or empty.
-void record_op(const OpDef& op, const Tensor* const* inputs, int num_inputs, const Attrs& attrs,
-               const Tensor* outputs, int num_outputs, const char* file, int32_t line);
-void record_constant(const ir::Node& node, const Tensor& value);
-
-}  // namespace spora::autodiff
+}  // namespace spora

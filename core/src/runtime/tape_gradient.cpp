@@ -4,11 +4,11 @@
 #include <string>
 
 #include "autodiff/grad.h"
-#include "autodiff/tape.h"
-#include "sched/executor.h"
+#include "runtime/interpreter.h"
+#include "runtime/tape.h"
 #include "support/error.h"
 
-namespace spora::autodiff {
+namespace spora {
 
 namespace {
 
@@ -96,13 +96,13 @@ std::vector<Tensor> Tape::gradient(const Tensor& target, const Tensor* sens,
   }
 
   if (!wrt.empty()) {
-    const ir::Graph vg = value_and_grad_values(work, wrt, 0, seed);
+    const ir::Graph vg = autodiff::value_and_grad_values(work, wrt, 0, seed);
     std::vector<Tensor> outs;
     {
       // The backward ops are recorded on the outer tapes (for grad of
       // grad), not on this one.
-      detail::NotRecordingOn guard(this);
-      outs = sched::run_eager_from(vg, target.device(), std::move(bound));
+      tape_detail::NotRecordingOn guard(this);
+      outs = run_eager_from(vg, target.device(), std::move(bound));
     }
     for (size_t i = 0; i < sources.size(); ++i)
       if (slot[i] >= 0) grads[i] = std::move(outs[1 + static_cast<size_t>(slot[i])]);
@@ -112,4 +112,4 @@ std::vector<Tensor> Tape::gradient(const Tensor& target, const Tensor* sens,
   return grads;
 }
 
-}  // namespace spora::autodiff
+}  // namespace spora
