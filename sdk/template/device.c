@@ -22,6 +22,10 @@
 #define _POSIX_C_SOURCE 200112L /* posix_memalign, clock_gettime */
 
 #include <spora/plugin.h>
+/* The SDK's table and entry helpers (header-only): X(member) below means the
+ * static function plugin_<member>. */
+#define SPORA_SDK_FUNCTION_PREFIX plugin_
+#include <spora/sdk/plugin_table.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,16 +57,23 @@ static void static_error_destroy(spora_plugin_error_t* self) { (void)self; }
 static spora_plugin_error_t out_of_memory_error = {sizeof(spora_plugin_error_t), SPORA_PLUGIN_OUT_OF_MEMORY,
                                                    TAG "out of host memory", static_error_destroy};
 
-/* `what` names the function; messages start with [name] and say what to do. */
-static spora_plugin_error_t* error(int32_t code, const char* what, const char* message) {
+/* An error with the whole message `text`. */
+static spora_plugin_error_t* error_text(int32_t code, const char* text) {
   plugin_error_t* e = (plugin_error_t*)malloc(sizeof *e);
   if (!e) return &out_of_memory_error;
   e->base.struct_size = sizeof(spora_plugin_error_t);
   e->base.code = code;
-  snprintf(e->text, sizeof e->text, TAG "%s: %s", what, message);
+  snprintf(e->text, sizeof e->text, "%s", text);
   e->base.message = e->text;
   e->base.destroy = error_destroy;
   return &e->base;
+}
+
+/* `what` names the function; messages start with [name] and say what to do. */
+static spora_plugin_error_t* error(int32_t code, const char* what, const char* message) {
+  char text[256];
+  snprintf(text, sizeof text, TAG "%s: %s", what, message);
+  return error_text(code, text);
 }
 
 static spora_plugin_error_t* null_argument(const char* what) {
@@ -452,70 +463,37 @@ static spora_plugin_error_t* plugin_kernel_launch(spora_kernel_t* k, const spora
 /* The table, probe and entry                                               */
 /* ======================================================================== */
 
-/* Designated initialisers: every entry not named is NULL, "not implemented"
- * (pinned host memory, native stream handles, whole-graph compilation). */
-static const spora_device_api_t device_api = {
-    .struct_size = sizeof(spora_device_api_t),
-    .extensions = NULL,
-    .initialize = plugin_initialize,
-    .device_count = plugin_device_count,
-    .device_properties = plugin_device_properties,
-    .mem_alloc = plugin_mem_alloc,
-    .mem_free = plugin_mem_free,
-    .copy_h2d = plugin_copy_h2d,
-    .copy_d2h = plugin_copy_d2h,
-    .copy_d2d = plugin_copy_d2d,
-    .memset = plugin_memset,
-    .copy_h2d_async = plugin_copy_h2d_async,
-    .copy_d2h_async = plugin_copy_d2h_async,
-    .copy_d2d_async = plugin_copy_d2d_async,
-    .memset_async = plugin_memset_async,
-    .stream_create = plugin_stream_create,
-    .stream_destroy = plugin_stream_destroy,
-    .stream_synchronize = plugin_stream_synchronize,
-    .stream_query = plugin_stream_query,
-    .stream_wait_event = plugin_stream_wait_event,
-    .stream_add_callback = plugin_stream_add_callback,
-    .event_create = plugin_event_create,
-    .event_destroy = plugin_event_destroy,
-    .event_record = plugin_event_record,
-    .event_query = plugin_event_query,
-    .event_synchronize = plugin_event_synchronize,
-    .event_elapsed_ms = plugin_event_elapsed_ms,
-    .kernel_ops = plugin_kernel_ops,
-    .kernel_create = plugin_kernel_create,
-    .kernel_destroy = plugin_kernel_destroy,
-    .kernel_launch = plugin_kernel_launch,
-    .shutdown = plugin_shutdown,
-};
+/* The table functions this plugin implements, each the static function
+ * plugin_<member> above. Every member not listed is NULL, "not implemented"
+ * (pinned host memory, native stream handles, whole-graph compilation): add
+ * X(host_alloc_pinned) X(host_free_pinned) once you define them, and so on. */
+#define PLUGIN_DEVICE_FUNCTIONS(X)                                                              \
+  X(initialize) X(device_count) X(device_properties) X(shutdown)                                \
+  X(mem_alloc) X(mem_free) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(memset)                        \
+  X(copy_h2d_async) X(copy_d2h_async) X(copy_d2d_async) X(memset_async)                         \
+  X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query) X(stream_wait_event) \
+  X(stream_add_callback) X(event_create) X(event_destroy) X(event_record) X(event_query)        \
+  X(event_synchronize) X(event_elapsed_ms)                                                      \
+  X(kernel_ops) X(kernel_create) X(kernel_destroy) X(kernel_launch)
+
+static const spora_device_api_t device_api = SPORA_SDK_TABLE(spora_device_api_t, PLUGIN_DEVICE_FUNCTIONS);
 
 /* Cheap and side-effect free: can this plugin run on this machine? */
 SPORA_PLUGIN_EXPORT void spora_plugin_probe_v1(spora_probe_result_t* out) {
-  if (!SPORA_STRUCT_HAS(out, spora_probe_result_t, score)) return;
   /* FILL IN (driver): check that the driver library exists (dlopen it and
-   * close it again) and that a device is present. If not, set score 0 and a
-   * reason with the fix, e.g. "libmydrv.so.1 not found; install the driver". */
-  out->score = 10; /* higher wins when several files provide one name */
-  if (SPORA_STRUCT_HAS(out, spora_probe_result_t, reason)) out->reason[0] = '\0';
+   * close it again) and that a device is present. If not, answer score 0 and
+   * a reason with the fix, e.g. "libmydrv.so.1 not found; install the driver". */
+  spora_sdk_probe_answer(out, 10, ""); /* higher wins when several files provide one name */
 }
 
 /* The version handshake: keep `host`, describe the plugin, return the table. */
 SPORA_PLUGIN_EXPORT spora_plugin_error_t* spora_plugin_entry_v1(const spora_host_t* host, spora_plugin_info_t* out) {
-  if (!SPORA_STRUCT_HAS(host, spora_host_t, abi_minor_floor))
-    return error(SPORA_PLUGIN_INVALID_ARGUMENT, "entry", "host descriptor is NULL or too small");
-  if (host->abi_major != SPORA_PLUGIN_ABI_MAJOR)
-    return error(SPORA_PLUGIN_UNIMPLEMENTED, "entry",
-                 "the host speaks another plugin ABI major; rebuild this plugin against its spora/plugin.h");
-  if (!SPORA_STRUCT_HAS(out, spora_plugin_info_t, api))
-    return error(SPORA_PLUGIN_INVALID_ARGUMENT, "entry", "plugin info is NULL or too small");
+  char why[SPORA_SDK_MESSAGE_MAX];
+  int32_t code = spora_sdk_check_entry(host, out, PLUGIN_NAME, why, sizeof why);
+  if (code) return error_text(code, why); /* "[name] ..." */
   g_host = host;
-  out->abi_major = SPORA_PLUGIN_ABI_MAJOR;
-  out->abi_minor = SPORA_PLUGIN_ABI_MINOR;
-  out->kind = SPORA_PLUGIN_KIND_DEVICE;
-  out->name = PLUGIN_NAME; /* must match the file name libspora-device-<name>.so */
-  out->version = PLUGIN_VERSION;
-  out->build = "Spora device plugin template (C99)";
-  out->api = &device_api;
-  if (SPORA_STRUCT_HAS(out, spora_plugin_info_t, extensions)) out->extensions = NULL;
+  /* The name must match the file name libspora-device-<name>.so. */
+  spora_sdk_fill_info(out, SPORA_PLUGIN_KIND_DEVICE, PLUGIN_NAME, PLUGIN_VERSION, "Spora device plugin template (C99)",
+                      &device_api);
   return NULL;
 }

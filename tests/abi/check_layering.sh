@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# Layering: plugins include only plugin-api/ (and their own and third-party
-# headers); frontends, examples and benches include only core/include/.
+# Layering: plugins include only plugin-api/ and the SDK's header-only helpers
+# (sdk/include/spora/sdk/, e.g. spora/sdk/plugin_table.h), besides their own
+# and third-party headers; frontends, examples and benches include only
+# core/include/.
 set -euo pipefail
 root=$1
 fail=0
 # Plugins must not see the core or its public API.
 if grep -rnE '#\s*include\s*[<"](\.\./)*(core/|spora/spora\.h|spora/spora\.hpp|runtime/|ops/|ir/|abi/|support/)' \
     "$root/plugins" "$root/tests/loader/plugins" "$root/sdk/template" 2>/dev/null; then
-  echo "error: a plugin includes core headers; plugins may include only plugin-api/ (spora/plugin.h)"
+  echo "error: a plugin includes core headers; plugins may include only plugin-api/ (spora/plugin.h) and spora/sdk/"
   fail=1
 fi
 # Frontends (and other API consumers) must not reach into core/src.
@@ -33,6 +35,11 @@ fi
 # The plugin API header must stay self-contained C.
 if grep -nE '#\s*include' "$root/plugin-api/include/spora/plugin.h" | grep -vE '<(stddef|stdint)\.h>'; then
   echo "error: plugin.h includes something beyond <stddef.h> and <stdint.h>"
+  fail=1
+fi
+# The SDK's header-only helpers sit on plugin.h and the standard library only.
+if grep -rnE '#\s*include' "$root/sdk/include" | grep -vE '<(spora/plugin\.h|spora/sdk/[a-z_]+\.h|[a-z_]+(\.h)?)>'; then
+  echo "error: a header in sdk/include includes something beyond spora/plugin.h and the standard library"
   fail=1
 fi
 [ $fail = 0 ] && echo "layering ok: plugins see only plugin-api/, frontends only core/include/ (and the conformance kit), the kit only plugin-api/ and core/include/"
