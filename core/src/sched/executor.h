@@ -1,7 +1,7 @@
-// Compiles a graph for one device into an execution plan: kernels planned
-// once, constants uploaded once, every intermediate buffer placed in one
-// arena by liveness; running the plan is a sequence of launches on the
-// device's stream.
+// Compiles a graph for one device into an execution plan (plan.h, built by
+// the stages of plan_build.h: kernels planned once, constants uploaded once,
+// every intermediate buffer placed in one arena by liveness) and runs it: a
+// run binds buffers and enqueues the launches on the device's stream.
 //
 // Control flow: an `if` or `while` node is a step holding nested
 // Executables of its sub-graphs (compiled once, for the same device). At
@@ -43,11 +43,10 @@
 
 #include "ir/graph.h"
 #include "runtime/tensor.h"
+#include "sched/plan.h"
 #include "support/error.h"
 
 namespace spora::sched {
-
-struct Step;
 
 // Checks what a run binds to a graph's inputs and weights (`param_nodes`, in
 // binding order): count, non-null, device, dtype, and shape -- exact, or for
@@ -55,60 +54,43 @@ struct Step;
 void check_bound_params(const ir::Graph& graph, const std::vector<int32_t>& param_nodes, const Device* device,
                         const std::vector<const Tensor*>& params, bool inputs_may_reshape);
 
+// Runs a finished plan: `params` binds its inputs and weights (checked),
+// results go into `outputs`, tensors of the plan's output types on its
+// device that do not overlap the params. Raises first a failure a host
+// callback left from an earlier run.
+void run_plan(ExecutionPlan& plan, const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs);
+
 class Executable {
  public:
-  // Throws with the failing node's op and source location.
+  // Builds the plan (build_plan). Throws with the failing node's op and
+  // source location.
   Executable(const ir::Graph& graph, Device* device);
   ~Executable();
 
   // `params` binds every input and weight node, in creation order; each must
   // live on the executable's device with the node's dtype and shape.
   std::vector<Tensor> run(const std::vector<const Tensor*>& params);
-  // The same, writing into caller-made tensors of the output types (used by
-  // control flow to run a nested plan into its parent's buffers). They must
-  // not overlap the params.
+  // The same, writing into caller-made tensors of the output types. They
+  // must not overlap the params.
   void run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs);
 
-  Device* device() const { return device_; }
-  size_t num_params() const { return param_nodes_.size(); }
+  Device* device() const { return plan_->device; }
+  size_t num_params() const { return plan_->param_nodes.size(); }
   // Arena bytes on the device (nested plans included) and on cpu for
   // cpu-placed ops; naive_bytes is the sum of every tensor's bytes.
-  uint64_t planned_bytes() const { return arena_bytes_; }
-  uint64_t naive_bytes() const { return naive_bytes_; }
-  uint64_t host_planned_bytes() const { return host_arena_bytes_; }
+  uint64_t planned_bytes() const { return plan_->arena_bytes; }
+  uint64_t naive_bytes() const { return plan_->naive_bytes; }
+  uint64_t host_planned_bytes() const { return plan_->host_arena_bytes; }
   // Op nodes placed on cpu, and the copies between device and cpu one run
   // makes for them (this plan's own, not nested plans').
-  size_t host_ops() const { return host_ops_; }
-  size_t host_copies() const { return host_copies_; }
+  size_t host_ops() const { return plan_->host_ops; }
+  size_t host_copies() const { return plan_->host_copies; }
   // The graph as placed: decomposed, op nodes tagged with their device.
-  const ir::Graph& graph() const { return graph_; }
+  const ir::Graph& graph() const { return plan_->graph; }
+  const ExecutionPlan& plan() const { return *plan_; }
 
  private:
-  void check_params(const std::vector<const Tensor*>& params) const;
-  void raise_async_error();
-
-  ir::Graph graph_;
-  Device* device_;
-  Device* host_ = nullptr;  // the cpu device, when ops are placed there
-  std::vector<bool> on_host_;
-  std::vector<int32_t> param_nodes_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::vector<Tensor> constants_;  // uploaded at compile time
-  std::vector<Tensor> host_constants_;
-  std::shared_ptr<Buffer> arena_, host_arena_;
-  uint64_t arena_bytes_ = 0, naive_bytes_ = 0, host_arena_bytes_ = 0;
-  uint64_t sub_bytes_ = 0, sub_naive_bytes_ = 0;  // held by control-flow steps
-  size_t host_ops_ = 0, host_copies_ = 0;
-  // cpu steps run from host callbacks between async copies (the device has
-  // pinned host memory for the host arena), else synchronously.
-  bool host_steps_async_ = false;
-  struct Slot;  // where each value lives
-  std::vector<std::vector<Slot>> slots_;
-  // First failure of a cpu-placed kernel in a host callback, raised by the
-  // next run.
-  std::mutex async_mu_;
-  std::unique_ptr<Error> async_error_;
-  friend struct HostLaunch;
+  std::unique_ptr<ExecutionPlan> plan_;
 };
 
 }  // namespace spora::sched

@@ -1,0 +1,109 @@
+// An execution plan: everything compiling a graph for one device decides
+// once -- where each node runs, each kernel planned, where each value's
+// bytes live, the copies cpu-placed ops need, scratch sizes -- so that a run
+// (executor.h) only binds buffers and launches (oneDNN's primitive_desc /
+// primitive split). The stages of plan_build.h fill it in; a finished plan
+// is immutable except for the async error slot, and one plan serves one
+// run at a time (its arenas hold that run's intermediates).
+//
+// Streams: every step runs on the device's default stream today. Multiple
+// streams and overlapping gradient collectives with the backward pass go
+// here: a stream per step (Step::stream), the events a step waits for, and
+// num_streams; a stage between plan_kernels and the arenas assigns them,
+// and plan_device_arena must then keep buffers live across the streams
+// that share them.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ir/graph.h"
+#include "runtime/device.h"
+#include "runtime/tensor.h"
+#include "support/error.h"
+
+namespace spora::sched {
+
+struct ExecutionPlan;
+
+// Where a value's bytes are at run time.
+struct Slot {
+  // kHostOnly: made and read by cpu-placed ops only; it lives in the host
+  // arena and has no device memory.
+  enum Kind { kParam, kConstant, kArena, kOutput, kAlias, kHostOnly } kind = kArena;
+  int32_t index = 0;    // param position, constant index, output position
+  uint64_t offset = 0;  // arena offset (kArena)
+  ir::Value alias;      // kAlias: the value whose memory this is (a view); its alias root once planned
+};
+
+// A copy between a device value and its copy in the host arena.
+struct HostCopy {
+  ir::Value value;  // the device-side value (an alias root)
+  uint64_t host_offset = 0;
+  uint64_t bytes = 0;
+};
+
+struct Step {
+  enum Kind { kKernel, kHostKernel, kIf, kWhile, kCollective } kind = kKernel;
+  int32_t node = 0;
+  int32_t stream = 0;  // always the default stream today (see above)
+  // kCollective: the communicator id ("group") and reduce op of all_reduce.
+  int64_t group = 0;
+  int32_t reduce_op = 0;
+  KernelRef kernel;  // kKernel; kHostKernel: planned on the cpu device
+  std::vector<ir::Value> inputs;
+  std::vector<ir::Value> outputs;
+  // kIf: then, else. kWhile: cond, body. Nested plans for the same device.
+  std::unique_ptr<ExecutionPlan> sub[2];
+  // kWhile: the cond's result and the second set of loop-carried buffers.
+  Tensor flag;
+  std::vector<Tensor> scratch;
+  // kHostKernel: device values copied to cpu before the launch and back
+  // after it; the launch's cpu addresses are fixed when planning.
+  std::vector<HostCopy> copy_in, copy_out;
+  spora_devptr_t host_in[kMaxOpInputs] = {};
+  spora_devptr_t host_out[kMaxOpOutputs] = {};
+  Device* host = nullptr;
+  ExecutionPlan* owner = nullptr;  // kHostKernel: where its callback's failure goes
+};
+
+struct ExecutionPlan {
+  ExecutionPlan() = default;
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+  // Waits for the device when host callbacks queued by a run may still
+  // point into the steps and the pinned host arena.
+  ~ExecutionPlan();
+
+  // The value whose memory `v` is (itself unless a view). Valid once
+  // plan_lifetimes_and_aliases resolved the alias chains.
+  ir::Value root(ir::Value v) const;
+  Slot& slot(ir::Value v) { return slots[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; }
+  const Slot& slot(ir::Value v) const { return slots[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; }
+
+  ir::Graph graph;  // as placed: decomposed, op nodes tagged with their device
+  Device* device = nullptr;
+  Device* host = nullptr;     // the cpu device, when ops are placed there
+  std::vector<bool> on_host;  // per node
+  std::vector<int32_t> param_nodes;  // inputs and weights, in binding order
+  std::vector<std::unique_ptr<Step>> steps;
+  std::vector<std::vector<Slot>> slots;  // per node, per output
+  std::vector<Tensor> constants;         // uploaded when planning
+  std::vector<Tensor> host_constants;    // constants cpu-placed ops read
+  std::shared_ptr<Buffer> arena, host_arena;
+  uint64_t arena_bytes = 0, naive_bytes = 0, host_arena_bytes = 0;
+  uint64_t sub_bytes = 0, sub_naive_bytes = 0;  // held by control-flow steps
+  size_t host_ops = 0, host_copies = 0;
+  // cpu steps run from host callbacks between async copies (the device has
+  // pinned host memory for the host arena), else synchronously.
+  bool host_steps_async = false;
+  int32_t num_streams = 1;
+
+  // First failure of a cpu-placed kernel in a host callback, raised by the
+  // next run.
+  std::mutex async_mu;
+  std::unique_ptr<Error> async_error;
+};
+
+}  // namespace spora::sched
