@@ -31,7 +31,11 @@ if(NOT DEFINED SPORA_PLUGIN_ABI_MAJOR OR NOT DEFINED SPORA_PLUGIN_ABI_MINOR)
   message(FATAL_ERROR "packaging: could not read SPORA_PLUGIN_ABI_MAJOR/MINOR from plugin-api/include/spora/plugin.h")
 endif()
 
+# The elementwise op table (ops_elementwise.h/.def) goes beside plugin.h:
+# out-of-tree plugins may generate their op lists from it too.
 install(FILES ${PROJECT_SOURCE_DIR}/plugin-api/include/spora/plugin.h
+  ${PROJECT_SOURCE_DIR}/plugin-api/include/spora/ops_elementwise.h
+  ${PROJECT_SOURCE_DIR}/plugin-api/include/spora/ops_elementwise.def
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/spora COMPONENT libspora-dev)
 # The SDK's header-only helpers for plugins (spora/sdk/plugin_table.h).
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/sdk/include/spora/sdk

@@ -8,7 +8,7 @@
 #include <cmath>
 
 #include "error.h"
-#include "kernels/elementwise.h"
+#include "kernels/elementwise.h"  // plugins/common; includes spora/ops_elementwise.h
 #include "kernels/optim.h"
 
 namespace spora::ze {
@@ -64,12 +64,41 @@ spora_plugin_error_t* check_grid(const KernelPlan& p, int64_t n, uint32_t group)
   return nullptr;
 }
 
-// Op codes are the positions (ew_unary's switch in kernels/elementwise.cl).
-const char* const kUnary[] = {"neg",  "abs",   "square", "relu",  "exp",   "log",        "sqrt",
-                              "rsqrt", "reciprocal", "sin", "cos", "tanh", "sigmoid", "silu",
-                              "sign", "log1p", "erf",    "floor", "ceil",  "round",      "leaky_relu",
-                              "gelu", "softplus", "clip"};
-const char* const kBinary[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum"};
+// The elementwise rows (spora/ops_elementwise.def) that kernels/
+// elementwise.cl implements: every UNARY row (ew_unary) and every BINARY row
+// (ew_binary); a row's op code is its SPORA_EW_* code, the .cl switches' case
+// labels. Comparisons, logical ops, cast and where run on the host.
+struct EwRow {
+  const char* name;
+  int code;
+};
+#define ZE_IF_UNARY_UNARY(Id, name) {name, SPORA_EW_##Id},
+#define ZE_IF_UNARY_NOT(Id, name)
+#define ZE_IF_UNARY_CAST(Id, name)
+#define ZE_IF_UNARY_BINARY(Id, name)
+#define ZE_IF_UNARY_COMPARE(Id, name)
+#define ZE_IF_UNARY_WHERE(Id, name)
+const EwRow kUnary[] = {
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) ZE_IF_UNARY_##kind(Id, name)
+#include <spora/ops_elementwise.def>
+};
+#define ZE_IF_BINARY_UNARY(Id, name)
+#define ZE_IF_BINARY_NOT(Id, name)
+#define ZE_IF_BINARY_CAST(Id, name)
+#define ZE_IF_BINARY_BINARY(Id, name) {name, SPORA_EW_##Id},
+#define ZE_IF_BINARY_COMPARE(Id, name)
+#define ZE_IF_BINARY_WHERE(Id, name)
+const EwRow kBinary[] = {
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) ZE_IF_BINARY_##kind(Id, name)
+#include <spora/ops_elementwise.def>
+};
+
+template <size_t N>
+int code_of(const EwRow (&rows)[N], const std::string& op) {
+  for (const EwRow& r : rows)
+    if (op == r.name) return r.code;
+  return -1;
+}
 const char* const kReduce[] = {"sum", "max", "min", "mean"};  // op codes 0 sum, 1 max, 2 min; mean = scaled sum
 
 template <size_t N>
@@ -349,7 +378,7 @@ spora_plugin_error_t* linear(const KernelPlan& p, const std::string& sfx, Recipe
   }
   Launch add = launch_1d("ew_binary_" + sfx, y.numel());
   add.args = {buffer_arg(3), buffer_arg(2), buffer_arg(3), value_arg<int64_t>(y.numel()),
-              value_arg<int32_t>(index_of(kBinary, "add")), value_arg<int32_t>(bc.rank), value_arg(dims), value_arg(sa),
+              value_arg<int32_t>(SPORA_EW_Add), value_arg<int32_t>(bc.rank), value_arg(dims), value_arg(sa),
               value_arg(sb)};
   out->launches.push_back(std::move(add));
   return nullptr;
@@ -444,8 +473,8 @@ spora_plugin_error_t* norm(const KernelPlan& p, Recipe* out) {
 const char* const* recipe_ops() {
   static const std::vector<const char*> names = [] {
     std::vector<const char*> v;
-    for (const char* n : kUnary) v.push_back(n);
-    for (const char* n : kBinary) v.push_back(n);
+    for (const EwRow& r : kUnary) v.push_back(r.name);
+    for (const EwRow& r : kBinary) v.push_back(r.name);
     for (const char* n : kReduce) v.push_back(n);
     for (const char* n : {"matmul", "linear", "softmax", "log_softmax", "softmax_grad", "log_softmax_grad",
                           "transpose", "broadcast_to", "sgd_update", "adam_update", "global_norm",
@@ -465,8 +494,8 @@ spora_plugin_error_t* make_recipe(const KernelPlan& p, Recipe* out) {
   // Optimizer scalars may be integers (step); describe() checks those.
   const char* sfx = float_suffix(p);
   if (!optim_op && !sfx) return no_kernel(p, "only f32, f16 and bf16 (all operands alike) have kernels on this device");
-  if (int i = index_of(kUnary, p.op); i >= 0) return unary(p, i, sfx, out);
-  if (int i = index_of(kBinary, p.op); i >= 0) return binary(p, i, sfx, out);
+  if (int c = code_of(kUnary, p.op); c >= 0) return unary(p, c, sfx, out);
+  if (int c = code_of(kBinary, p.op); c >= 0) return binary(p, c, sfx, out);
   if (int i = index_of(kReduce, p.op); i >= 0) return reduce(p, i, sfx, out);
   if (p.op == "matmul") return matmul(p, sfx, out);
   if (p.op == "softmax" || p.op == "log_softmax") return softmax(p, p.op == "log_softmax", sfx, out);

@@ -22,6 +22,7 @@ numpy reference is looped the same way (reference()).
 import json
 import os
 import pathlib
+import re
 
 import numpy as np
 
@@ -29,6 +30,21 @@ import spora_capi as S
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CASE_DIR = ROOT / "sdk" / "conformance" / "cases"
+EW_TABLE = ROOT / "plugin-api" / "include" / "spora" / "ops_elementwise.def"
+_EW_ROW = re.compile(r'^SPORA_EW_OP\(\s*(\w+),\s*"(\w+)",\s*(\w+),\s*(\d+),\s*(\d+),\s*([^)]*)\)', re.M)
+_EW_FLAGS = {"F_": "fusible", "M_": "method", "S_": "smooth", "A_": "attrs"}
+
+
+def elementwise_table():
+    """The rows of the elementwise op table (ops_elementwise.def), in order:
+    dicts with name, kind, arity and flags (a set of "fusible", "method",
+    "smooth", "attrs")."""
+    rows = []
+    for m in _EW_ROW.finditer(EW_TABLE.read_text()):
+        flags = {_EW_FLAGS[t.strip()] for t in m.group(6).split("|") if t.strip() != "0"}
+        rows.append({"id": m.group(1), "name": m.group(2), "kind": m.group(3), "arity": int(m.group(4)),
+                     "flags": flags})
+    return rows
 
 DTYPES = {
     "f32": S.DTYPE_F32, "f64": S.DTYPE_F64, "f16": S.DTYPE_F16, "bf16": S.DTYPE_BF16,

@@ -14,8 +14,8 @@ import spora_capi as S
 MAX_ELEMENTS = 4096
 CASES = [c for c in H.load_cases()
          if c["dtype"] == "f64" and all(int(np.prod(i["shape"])) <= MAX_ELEMENTS for i in c["inputs"])]
-SECOND_ORDER = {"neg", "exp", "log", "log1p", "sqrt", "rsqrt", "square", "reciprocal", "sin", "cos", "tanh",
-                "sigmoid", "erf", "silu", "gelu", "softplus"}
+# Smooth elementwise ops, from the op table (ops_elementwise.def).
+SECOND_ORDER = {r["name"] for r in H.elementwise_table() if "smooth" in r["flags"]}
 MAX_PROBES = 8  # finite-difference probes per input
 
 

@@ -9,6 +9,7 @@
 
 #include "ir/builder.h"
 #include "ir/graph.h"
+#include "ops/registry.h"
 
 namespace spora::autodiff {
 
@@ -17,19 +18,25 @@ using ir::Value;
 // Rules are written with the general graph builder.
 using GradBuilder = ir::Builder;
 
-using BpropFn = std::vector<Value> (*)(GradBuilder& b, const ir::Node& node, const std::vector<Value>& x,
-                                       const std::vector<Value>& y, const std::vector<Value>& dy);
+// The rule type is the registry's (ops/registry.h): op family files
+// register rules with their ops (OpDef::bprop / differentiable).
+using BpropFn = spora::BpropFn;
 
 struct BpropEntry {
   BpropFn fn = nullptr;       // null: the op is not differentiable
   bool differentiable = true;
 };
 
-// nullptr when the op has no registered rule (neither a bprop nor a
-// not-differentiable mark).
+// The op's rule by name: its own (OpDef::bprop / differentiable) or one
+// registered by name below (families whose rules still live in
+// autodiff/bprop_*.cpp); nullptr when it has neither. grad() takes an op's
+// own rule straight from its OpDef; this serves the rest, the C API's
+// spora_op_gradient and rules that reuse another op's rule.
 const BpropEntry* find_bprop(const std::string& op);
 std::vector<std::string> ops_with_bprop_rules();
 
+// For families not yet moved into their op files; fails when the op
+// already has a rule of its own (OpDef::bprop).
 void register_bprop(const char* op, BpropFn fn);
 void register_not_differentiable(const char* op);
 

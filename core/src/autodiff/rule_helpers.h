@@ -1,55 +1,26 @@
-// Small helpers the gradient rules share: arithmetic on graph values,
-// constants shaped like a value, shape utilities.
+// The rule helpers, for the gradient rules still registered by name in
+// autodiff/bprop_*.cpp (families not yet moved into their op files). The
+// helpers themselves live in ops/rule_helpers.h, where family files use them.
 #pragma once
-#include <vector>
-
 #include "autodiff/bprop.h"
+#include "ops/rule_helpers.h"
 
 namespace spora::autodiff {
 
-using V = std::vector<Value>;
-
-inline DType dt(GradBuilder& b, Value v) { return b.meta(v).dtype; }
-// A scalar constant of `like`'s dtype.
-inline Value k(GradBuilder& b, double v, Value like) { return b.scalar(v, dt(b, like)); }
-inline Value add(GradBuilder& b, Value x, Value y) { return b.op("add", {x, y}); }
-inline Value sub(GradBuilder& b, Value x, Value y) { return b.op("sub", {x, y}); }
-inline Value mul(GradBuilder& b, Value x, Value y) { return b.op("mul", {x, y}); }
-inline Value div(GradBuilder& b, Value x, Value y) { return b.op("div", {x, y}); }
-inline Value neg(GradBuilder& b, Value x) { return b.op("neg", {x}); }
-// x + y where either may be missing.
-inline Value add_opt(GradBuilder& b, Value x, Value y) {
-  if (!x.valid()) return y;
-  if (!y.valid()) return x;
-  return add(b, x, y);
-}
-
-inline std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
-
-inline Shape shape_of(std::initializer_list<int64_t> d) {
-  Shape s;
-  for (int64_t v : d) s.push_back(v);
-  return s;
-}
-
-inline int64_t product(const Shape& s, int from, int to) {
-  int64_t p = 1;
-  for (int i = from; i < to; ++i) p *= s.dims[i];
-  return p;
-}
-
-inline Value zeros(GradBuilder& b, DType dtype, const Shape& shape) {
-  Attrs a;
-  a.set("shape", AttrValue::of_ints(dims_of(shape)));
-  a.set("dtype", AttrValue::of_string(dtype_name(dtype)));
-  return b.op("zeros", {}, a);
-}
-
-inline Value cast(GradBuilder& b, Value v, DType to) {
-  if (b.meta(v).dtype == to) return v;
-  Attrs a;
-  a.set("dtype", AttrValue::of_string(dtype_name(to)));
-  return b.op("cast", {v}, a);
-}
+// The same helpers under their old names.
+using rules::add;
+using rules::add_opt;
+using rules::cast;
+using rules::div;
+using rules::dims_of;
+using rules::dt;
+using rules::k;
+using rules::mul;
+using rules::neg;
+using rules::product;
+using rules::shape_of;
+using rules::sub;
+using rules::V;
+using rules::zeros;
 
 }  // namespace spora::autodiff

@@ -25,6 +25,7 @@ int add_decomposition_family(void (*fn)()) {
 void register_decomposition(const char* op, DecomposeFn fn) { table()[op] = fn; }
 
 DecomposeFn find_decomposition(const std::string& op) {
+  if (const OpDef* d = OpRegistry::get().find(op); d && d->decompose) return d->decompose;
   static std::once_flag once;
   std::call_once(once, [] {
     for (auto fn : families()) fn();

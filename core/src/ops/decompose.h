@@ -5,14 +5,15 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ops/registry.h"
 
 namespace spora {
 
-// Returns the op's outputs computed from `x` (the op's inputs in the
-// builder's graph) and its validated attributes.
-using DecomposeFn = std::vector<ir::Value> (*)(ir::Builder& b, const std::vector<ir::Value>& x, const Attrs& attrs);
-
+// The op's decomposition (DecomposeFn, ops/registry.h): its own
+// (OpDef::decompose, registered by its family file), else one registered by
+// name below (families not yet moved); nullptr when it has none.
 DecomposeFn find_decomposition(const std::string& op);
+// For families not yet moved into their op files.
 void register_decomposition(const char* op, DecomposeFn fn);
 
 int add_decomposition_family(void (*fn)());

@@ -1,5 +1,5 @@
-// Decompositions of composite ops into the primitive elementwise, matmul and
-// reduction ops every plugin is expected to have first.
+// Decompositions registered by name, of the families not yet moved into
+// their op files (elementwise ops carry theirs: ops/elementwise.cpp).
 #include <cmath>
 
 #include "ops/decompose.h"
@@ -20,19 +20,6 @@ V linear(ir::Builder& b, const V& x, const Attrs&) {
   return {b.op("add", {b.op("matmul", {x[0], x[1]}, t), x[2]})};
 }
 
-V silu(ir::Builder& b, const V& x, const Attrs&) { return {b.op("mul", {x[0], b.op("sigmoid", {x[0]})})}; }
-V square(ir::Builder& b, const V& x, const Attrs&) { return {b.op("mul", {x[0], x[0]})}; }
-V reciprocal(ir::Builder& b, const V& x, const Attrs&) { return {b.op("div", {k(b, 1, x[0]), x[0]})}; }
-V rsqrt(ir::Builder& b, const V& x, const Attrs&) { return {b.op("div", {k(b, 1, x[0]), b.op("sqrt", {x[0]})})}; }
-V relu(ir::Builder& b, const V& x, const Attrs&) { return {b.op("maximum", {x[0], k(b, 0, x[0])})}; }
-V leaky_relu(ir::Builder& b, const V& x, const Attrs& a) {
-  const Value pos = b.op("greater", {x[0], k(b, 0, x[0])});
-  return {b.op("where", {pos, x[0], b.op("mul", {x[0], k(b, a.get_float("alpha"), x[0])})})};
-}
-V sigmoid(ir::Builder& b, const V& x, const Attrs&) {
-  // 1 / (1 + e^-x): exp overflow to inf gives the right limit 0.
-  return {b.op("div", {k(b, 1, x[0]), b.op("add", {k(b, 1, x[0]), b.op("exp", {b.op("neg", {x[0]})})})})};
-}
 V mean(ir::Builder& b, const V& x, const Attrs& a) {
   const Shape& s = b.meta(x[0]).shape;
   double count = 1;
@@ -45,13 +32,6 @@ V mean(ir::Builder& b, const V& x, const Attrs& a) {
 
 void register_all() {
   register_decomposition("linear", linear);
-  register_decomposition("silu", silu);
-  register_decomposition("square", square);
-  register_decomposition("reciprocal", reciprocal);
-  register_decomposition("rsqrt", rsqrt);
-  register_decomposition("relu", relu);
-  register_decomposition("leaky_relu", leaky_relu);
-  register_decomposition("sigmoid", sigmoid);
   register_decomposition("mean", mean);
 }
 SPORA_DECOMPOSITIONS(register_all);

@@ -1,5 +1,8 @@
 // Elementwise ops: unary maps, binary arithmetic and comparisons with numpy
-// broadcasting, logical ops, where and cast.
+// broadcasting, logical ops, where and cast; each registered with its
+// gradient rule and, where it has one, its decomposition. The list of ops
+// is the table plugin-api/include/spora/ops_elementwise.def (checked at
+// registration).
 //
 // What kernels see (the contract with plugins/common/kernels/elementwise*):
 // - Unary ops (including cast and logical_not): in[0] and out[0] have the
@@ -23,11 +26,16 @@
 #include <cmath>
 #include <cstring>
 
+#include <spora/ops_elementwise.h>
+
 #include "ops/registry.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
+
+using namespace rules;  // NOLINT: the rule helpers, in this family's rules
 
 constexpr DType F32 = SPORA_DTYPE_F32, F64 = SPORA_DTYPE_F64, F16 = SPORA_DTYPE_F16, BF16 = SPORA_DTYPE_BF16,
                 I32 = SPORA_DTYPE_I32, I64 = SPORA_DTYPE_I64, U8 = SPORA_DTYPE_U8, BOOL = SPORA_DTYPE_BOOL;
@@ -151,6 +159,150 @@ void infer_cast(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = in[0].shape;
 }
 
+// ---- gradient rules ----------------------------------------------------------
+// Broadcasting is undone with sum_to; masks use where/greater so that kinks
+// (relu at 0, clip bounds) get the subgradient PyTorch uses.
+
+// where(cond, dy, 0)
+Value mask(GradBuilder& b, Value cond, Value dy) { return b.op("where", {cond, dy, k(b, 0, dy)}); }
+
+// Unary rules: dx from x, y, dy.
+#define UNARY_RULE(name) \
+  V name(GradBuilder& b, const ir::Node&, [[maybe_unused]] const V& x, [[maybe_unused]] const V& y, const V& dy)
+
+UNARY_RULE(neg_bp) { return {neg(b, dy[0])}; }
+UNARY_RULE(abs_bp) { return {mul(b, dy[0], b.op("sign", {x[0]}))}; }
+UNARY_RULE(exp_bp) { return {mul(b, dy[0], y[0])}; }
+UNARY_RULE(log_bp) { return {div(b, dy[0], x[0])}; }
+UNARY_RULE(log1p_bp) { return {div(b, dy[0], add(b, x[0], k(b, 1, x[0])))}; }
+UNARY_RULE(sqrt_bp) { return {div(b, mul(b, dy[0], k(b, 0.5, y[0])), y[0])}; }
+UNARY_RULE(rsqrt_bp) {
+  // d/dx x^-1/2 = -1/2 y^3
+  return {mul(b, dy[0], mul(b, k(b, -0.5, y[0]), mul(b, y[0], mul(b, y[0], y[0]))))};
+}
+UNARY_RULE(square_bp) { return {mul(b, dy[0], mul(b, x[0], k(b, 2, x[0])))}; }
+UNARY_RULE(reciprocal_bp) { return {neg(b, mul(b, dy[0], mul(b, y[0], y[0])))}; }
+UNARY_RULE(sin_bp) { return {mul(b, dy[0], b.op("cos", {x[0]}))}; }
+UNARY_RULE(cos_bp) { return {neg(b, mul(b, dy[0], b.op("sin", {x[0]})))}; }
+UNARY_RULE(tanh_bp) { return {mul(b, dy[0], sub(b, k(b, 1, y[0]), mul(b, y[0], y[0])))}; }
+UNARY_RULE(sigmoid_bp) { return {mul(b, dy[0], mul(b, y[0], sub(b, k(b, 1, y[0]), y[0])))}; }
+UNARY_RULE(relu_bp) { return {mask(b, b.op("greater", {x[0], k(b, 0, x[0])}), dy[0])}; }
+UNARY_RULE(erf_bp) {
+  // 2/sqrt(pi) exp(-x^2)
+  const Value e = b.op("exp", {neg(b, mul(b, x[0], x[0]))});
+  return {mul(b, dy[0], mul(b, e, k(b, 2.0 / std::sqrt(M_PI), x[0])))};
+}
+UNARY_RULE(silu_bp) {
+  // s (1 + x (1 - s)), s = sigmoid(x)
+  const Value s = b.op("sigmoid", {x[0]});
+  const Value inner = add(b, k(b, 1, x[0]), mul(b, x[0], sub(b, k(b, 1, x[0]), s)));
+  return {mul(b, dy[0], mul(b, s, inner))};
+}
+#undef UNARY_RULE
+
+V leaky_relu_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const double alpha = n.attrs.get_float("alpha");
+  const Value pos = b.op("greater", {x[0], k(b, 0, x[0])});
+  return {b.op("where", {pos, dy[0], mul(b, dy[0], k(b, alpha, dy[0]))})};
+}
+
+V gelu_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Value v = x[0];
+  if (n.attrs.find("approximate") && n.attrs.find("approximate")->s == "tanh") {
+    // gelu = 0.5 x (1 + t), t = tanh(c (x + 0.044715 x^3)), c = sqrt(2/pi)
+    const double c = std::sqrt(2.0 / M_PI), a = 0.044715;
+    const Value x2 = mul(b, v, v);
+    const Value u = mul(b, k(b, c, v), add(b, v, mul(b, k(b, a, v), mul(b, x2, v))));
+    const Value t = b.op("tanh", {u});
+    const Value one_t = add(b, k(b, 1, v), t);
+    const Value du = mul(b, k(b, c, v), add(b, k(b, 1, v), mul(b, k(b, 3 * a, v), x2)));
+    const Value sech2 = sub(b, k(b, 1, v), mul(b, t, t));
+    const Value d = add(b, mul(b, k(b, 0.5, v), one_t), mul(b, mul(b, k(b, 0.5, v), v), mul(b, sech2, du)));
+    return {mul(b, dy[0], d)};
+  }
+  // Phi(x) + x phi(x)
+  const Value cdf = mul(b, k(b, 0.5, v), add(b, k(b, 1, v), b.op("erf", {mul(b, v, k(b, M_SQRT1_2, v))})));
+  const Value pdf = mul(b, b.op("exp", {mul(b, k(b, -0.5, v), mul(b, v, v))}), k(b, 1.0 / std::sqrt(2 * M_PI), v));
+  return {mul(b, dy[0], add(b, cdf, mul(b, v, pdf)))};
+}
+
+V softplus_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  // sigmoid(beta x) below the threshold, 1 above (where softplus is linear).
+  const double beta = n.attrs.get_float("beta"), threshold = n.attrs.get_float("threshold");
+  const Value bx = mul(b, x[0], k(b, beta, x[0]));
+  const Value linear = b.op("greater", {bx, k(b, threshold, x[0])});
+  const Value d = b.op("where", {linear, k(b, 1, x[0]), b.op("sigmoid", {bx})});
+  return {mul(b, dy[0], d)};
+}
+
+V clip_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  Value in = b.op("greater_equal", {x[0], k(b, n.attrs.get_float("min"), x[0])});
+  in = b.op("logical_and", {in, b.op("less_equal", {x[0], k(b, n.attrs.get_float("max"), x[0])})});
+  return {mask(b, in, dy[0])};
+}
+
+// Binary rules.
+V add_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {b.sum_to(dy[0], b.meta(x[0]).shape), b.sum_to(dy[0], b.meta(x[1]).shape)};
+}
+V sub_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {b.sum_to(dy[0], b.meta(x[0]).shape), b.sum_to(neg(b, dy[0]), b.meta(x[1]).shape)};
+}
+V mul_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {b.sum_to(mul(b, dy[0], x[1]), b.meta(x[0]).shape), b.sum_to(mul(b, dy[0], x[0]), b.meta(x[1]).shape)};
+}
+V div_bp(GradBuilder& b, const ir::Node&, const V& x, const V& y, const V& dy) {
+  const Value da = div(b, dy[0], x[1]);
+  return {b.sum_to(da, b.meta(x[0]).shape), b.sum_to(neg(b, mul(b, da, y[0])), b.meta(x[1]).shape)};
+}
+V pow_bp(GradBuilder& b, const ir::Node&, const V& x, const V& y, const V& dy) {
+  // d/da a^p = p a^(p-1); d/dp a^p = a^p log a
+  const Value da = mul(b, dy[0], mul(b, x[1], b.op("pow", {x[0], sub(b, x[1], k(b, 1, x[1]))})));
+  const Value dp = mul(b, dy[0], mul(b, y[0], b.op("log", {x[0]})));
+  return {b.sum_to(da, b.meta(x[0]).shape), b.sum_to(dp, b.meta(x[1]).shape)};
+}
+// Ties send the gradient to the first operand, like PyTorch's max/min.
+V maximum_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const Value first = b.op("greater_equal", {x[0], x[1]});
+  return {b.sum_to(mask(b, first, dy[0]), b.meta(x[0]).shape),
+          b.sum_to(b.op("where", {first, k(b, 0, dy[0]), dy[0]}), b.meta(x[1]).shape)};
+}
+V minimum_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const Value first = b.op("less_equal", {x[0], x[1]});
+  return {b.sum_to(mask(b, first, dy[0]), b.meta(x[0]).shape),
+          b.sum_to(b.op("where", {first, k(b, 0, dy[0]), dy[0]}), b.meta(x[1]).shape)};
+}
+V where_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const Value zero = k(b, 0, dy[0]);
+  return {Value{}, b.sum_to(b.op("where", {x[0], dy[0], zero}), b.meta(x[1]).shape),
+          b.sum_to(b.op("where", {x[0], zero, dy[0]}), b.meta(x[2]).shape)};
+}
+V cast_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const DType from = b.meta(x[0]).dtype;
+  if (!dtype_is_float(from) || !dtype_is_float(b.meta(dy[0]).dtype)) return {Value{}};
+  Attrs a;
+  a.set("dtype", AttrValue::of_string(dtype_name(from)));
+  return {b.op("cast", {dy[0]}, a)};
+}
+
+// ---- decompositions (for plugins without a kernel) --------------------------
+
+V silu_dec(ir::Builder& b, const V& x, const Attrs&) { return {b.op("mul", {x[0], b.op("sigmoid", {x[0]})})}; }
+V square_dec(ir::Builder& b, const V& x, const Attrs&) { return {b.op("mul", {x[0], x[0]})}; }
+V reciprocal_dec(ir::Builder& b, const V& x, const Attrs&) { return {b.op("div", {k(b, 1, x[0]), x[0]})}; }
+V rsqrt_dec(ir::Builder& b, const V& x, const Attrs&) {
+  return {b.op("div", {k(b, 1, x[0]), b.op("sqrt", {x[0]})})};
+}
+V relu_dec(ir::Builder& b, const V& x, const Attrs&) { return {b.op("maximum", {x[0], k(b, 0, x[0])})}; }
+V leaky_relu_dec(ir::Builder& b, const V& x, const Attrs& a) {
+  const Value pos = b.op("greater", {x[0], k(b, 0, x[0])});
+  return {b.op("where", {pos, x[0], b.op("mul", {x[0], k(b, a.get_float("alpha"), x[0])})})};
+}
+V sigmoid_dec(ir::Builder& b, const V& x, const Attrs&) {
+  // 1 / (1 + e^-x): exp overflow to inf gives the right limit 0.
+  return {b.op("div", {k(b, 1, x[0]), b.op("add", {k(b, 1, x[0]), b.op("exp", {b.op("neg", {x[0]})})})})};
+}
+
 std::string doc(const char* what, const std::vector<DType>& ts) {
   return std::string(what) + "; dtypes: " + dtype_list(ts);
 }
@@ -168,18 +320,40 @@ OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::st
   return d;
 }
 
-void unary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts,
-           std::vector<AttrSpec> attrs = {}, InferFn infer = infer_unary) {
-  OpDef d = def(name, {"x"}, {"y"}, std::move(attrs), ts, infer, doc(what, ts));
-  d.in_place = true;  // one pass, each element read before it is written
+// The elementwise op table (plugin-api/include/spora/ops_elementwise.def):
+// every op registered here must be a row of it and every row registered
+// here; its flags give fusibility.
+struct EwRow {
+  const char* name;
+  int flags;
+};
+const EwRow kEwRows[] = {
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) {name, flags},
+#include <spora/ops_elementwise.def>
+};
+
+void add_op(OpRegistry& r, OpDef d, const Rules& rules) {
+  const EwRow* row = nullptr;
+  for (const EwRow& e : kEwRows)
+    if (d.name == e.name) row = &e;
+  if (!row) fail(Code::kInternal, "[{}] is registered as elementwise but is not in ops_elementwise.def", d.name);
+  d.fusible = (row->flags & SPORA_EW_F_FUSIBLE) != 0;
+  rules.apply(d);
   r.add(std::move(d));
 }
 
-void binary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts,
+void unary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts, const Rules& rules,
+           std::vector<AttrSpec> attrs = {}, InferFn infer = infer_unary) {
+  OpDef d = def(name, {"x"}, {"y"}, std::move(attrs), ts, infer, doc(what, ts));
+  d.in_place = true;  // one pass, each element read before it is written
+  add_op(r, std::move(d), rules);
+}
+
+void binary(OpRegistry& r, const char* name, const char* what, const std::vector<DType>& ts, const Rules& rules,
             InferFn infer = infer_binary) {
   OpDef d = def(name, {"x", "y"}, {"z"}, {}, ts, infer, doc(what, ts));
   d.in_place = true;
-  r.add(std::move(d));
+  add_op(r, std::move(d), rules);
 }
 
 AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat, false, AttrValue::of_float(v)}; }
@@ -188,61 +362,71 @@ AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat
 
 void register_elementwise_ops(OpRegistry& r) {
   const double inf = HUGE_VAL;
-  unary(r, "neg", "-x (integers wrap)", kSigned);
-  unary(r, "abs", "|x| (integers wrap: abs of the minimum stays negative)", kNumeric);
-  unary(r, "sign", "-1, 0 or 1 (NaN stays NaN)", kNumeric);
-  unary(r, "square", "x * x (integers wrap)", kNumeric);
-  unary(r, "relu", "max(x, 0), NaN stays NaN", kNumeric);
-  unary(r, "exp", "e^x", kFloat);
-  unary(r, "log", "natural logarithm", kFloat);
-  unary(r, "log1p", "log(1 + x), accurate near 0", kFloat);
-  unary(r, "sqrt", "square root", kFloat);
-  unary(r, "rsqrt", "1 / sqrt(x)", kFloat);
-  unary(r, "reciprocal", "1 / x", kFloat);
-  unary(r, "sin", "sine", kFloat);
-  unary(r, "cos", "cosine", kFloat);
-  unary(r, "tanh", "hyperbolic tangent", kFloat);
-  unary(r, "sigmoid", "1 / (1 + e^-x)", kFloat);
-  unary(r, "silu", "x * sigmoid(x)", kFloat);
-  unary(r, "erf", "the error function", kFloat);
-  unary(r, "floor", "largest integer <= x", kFloat);
-  unary(r, "ceil", "smallest integer >= x", kFloat);
-  unary(r, "round", "nearest integer, halves to even (like numpy)", kFloat);
-  unary(r, "leaky_relu", "x if x >= 0 else alpha * x", kFloat, {float_attr("alpha", 0.01)}, infer_leaky_relu);
-  unary(r, "gelu", "x * Phi(x); approximate \"tanh\" uses the tanh formula", kFloat,
+  const Rules none = kNoGradient;
+  unary(r, "neg", "-x (integers wrap)", kSigned, {neg_bp});
+  unary(r, "abs", "|x| (integers wrap: abs of the minimum stays negative)", kNumeric, {abs_bp});
+  unary(r, "sign", "-1, 0 or 1 (NaN stays NaN)", kNumeric, none);
+  unary(r, "square", "x * x (integers wrap)", kNumeric, {square_bp, square_dec});
+  unary(r, "relu", "max(x, 0), NaN stays NaN", kNumeric, {relu_bp, relu_dec});
+  unary(r, "exp", "e^x", kFloat, {exp_bp});
+  unary(r, "log", "natural logarithm", kFloat, {log_bp});
+  unary(r, "log1p", "log(1 + x), accurate near 0", kFloat, {log1p_bp});
+  unary(r, "sqrt", "square root", kFloat, {sqrt_bp});
+  unary(r, "rsqrt", "1 / sqrt(x)", kFloat, {rsqrt_bp, rsqrt_dec});
+  unary(r, "reciprocal", "1 / x", kFloat, {reciprocal_bp, reciprocal_dec});
+  unary(r, "sin", "sine", kFloat, {sin_bp});
+  unary(r, "cos", "cosine", kFloat, {cos_bp});
+  unary(r, "tanh", "hyperbolic tangent", kFloat, {tanh_bp});
+  unary(r, "sigmoid", "1 / (1 + e^-x)", kFloat, {sigmoid_bp, sigmoid_dec});
+  unary(r, "silu", "x * sigmoid(x)", kFloat, {silu_bp, silu_dec});
+  unary(r, "erf", "the error function", kFloat, {erf_bp});
+  unary(r, "floor", "largest integer <= x", kFloat, none);
+  unary(r, "ceil", "smallest integer >= x", kFloat, none);
+  unary(r, "round", "nearest integer, halves to even (like numpy)", kFloat, none);
+  unary(r, "leaky_relu", "x if x >= 0 else alpha * x", kFloat, {leaky_relu_bp, leaky_relu_dec},
+        {float_attr("alpha", 0.01)}, infer_leaky_relu);
+  unary(r, "gelu", "x * Phi(x); approximate \"tanh\" uses the tanh formula", kFloat, {gelu_bp},
         {{"approximate", AttrType::kString, false, AttrValue::of_string("none")}}, infer_gelu);
   unary(r, "softplus", "log(1 + e^(beta x)) / beta, or x where beta x > threshold (like PyTorch)", kFloat,
-        {float_attr("beta", 1.0), float_attr("threshold", 20.0)}, infer_softplus);
+        {softplus_bp}, {float_attr("beta", 1.0), float_attr("threshold", 20.0)}, infer_softplus);
   unary(r, "clip",
         "x limited to [min, max] (an absent bound does not limit); integer dtypes clamp to [ceil(min), floor(max)]",
-        kNumeric, {float_attr("min", -inf), float_attr("max", inf)}, infer_clip);
-  unary(r, "logical_not", "not x", kBool, {}, infer_logical_not);
-  r.add(def("cast", {"x"}, {"y"}, {{"dtype", AttrType::kString, true, {}}}, kAll, infer_cast,
-            "x converted to dtype (a name as spora_dtype_name gives); float -> integer truncates toward zero "
-            "and saturates, NaN -> 0; nonzero -> true; dtypes: " + dtype_list(kAll)));
+        kNumeric, {clip_bp}, {float_attr("min", -inf), float_attr("max", inf)}, infer_clip);
+  unary(r, "logical_not", "not x", kBool, none, {}, infer_logical_not);
+  add_op(r,
+      def("cast", {"x"}, {"y"}, {{"dtype", AttrType::kString, true, {}}}, kAll, infer_cast,
+          "x converted to dtype (a name as spora_dtype_name gives); float -> integer truncates toward zero "
+          "and saturates, NaN -> 0; nonzero -> true; dtypes: " + dtype_list(kAll)),
+      {cast_bp});
 
-  binary(r, "add", "x + y, broadcasting (integers wrap)", kNumeric);
-  binary(r, "sub", "x - y, broadcasting (integers wrap)", kNumeric);
-  binary(r, "mul", "x * y, broadcasting (integers wrap)", kNumeric);
+  binary(r, "add", "x + y, broadcasting (integers wrap)", kNumeric, {add_bp});
+  binary(r, "sub", "x - y, broadcasting (integers wrap)", kNumeric, {sub_bp});
+  binary(r, "mul", "x * y, broadcasting (integers wrap)", kNumeric, {mul_bp});
   // Integer dtypes pass the schema check so that infer_div can say "cast".
   binary(r, "div", "x / y, broadcasting; floats only: integer inputs are refused (cast them first)", kNumeric,
-         infer_div);
-  binary(r, "pow", "x ^ y, broadcasting", kFloat);
-  binary(r, "maximum", "elementwise max, broadcasting; NaN propagates", kNumeric);
-  binary(r, "minimum", "elementwise min, broadcasting; NaN propagates", kNumeric);
-  binary(r, "equal", "x == y -> bool, broadcasting", kAll, infer_to_bool);
-  binary(r, "not_equal", "x != y -> bool, broadcasting", kAll, infer_to_bool);
-  binary(r, "less", "x < y -> bool, broadcasting", kNumeric, infer_to_bool);
-  binary(r, "less_equal", "x <= y -> bool, broadcasting", kNumeric, infer_to_bool);
-  binary(r, "greater", "x > y -> bool, broadcasting", kNumeric, infer_to_bool);
-  binary(r, "greater_equal", "x >= y -> bool, broadcasting", kNumeric, infer_to_bool);
-  binary(r, "logical_and", "x and y, broadcasting", kBool, infer_to_bool);
-  binary(r, "logical_or", "x or y, broadcasting", kBool, infer_to_bool);
-  binary(r, "logical_xor", "x xor y, broadcasting", kBool, infer_to_bool);
+         {div_bp}, infer_div);
+  binary(r, "pow", "x ^ y, broadcasting", kFloat, {pow_bp});
+  binary(r, "maximum", "elementwise max, broadcasting; NaN propagates", kNumeric, {maximum_bp});
+  binary(r, "minimum", "elementwise min, broadcasting; NaN propagates", kNumeric, {minimum_bp});
+  binary(r, "equal", "x == y -> bool, broadcasting", kAll, none, infer_to_bool);
+  binary(r, "not_equal", "x != y -> bool, broadcasting", kAll, none, infer_to_bool);
+  binary(r, "less", "x < y -> bool, broadcasting", kNumeric, none, infer_to_bool);
+  binary(r, "less_equal", "x <= y -> bool, broadcasting", kNumeric, none, infer_to_bool);
+  binary(r, "greater", "x > y -> bool, broadcasting", kNumeric, none, infer_to_bool);
+  binary(r, "greater_equal", "x >= y -> bool, broadcasting", kNumeric, none, infer_to_bool);
+  binary(r, "logical_and", "x and y, broadcasting", kBool, none, infer_to_bool);
+  binary(r, "logical_or", "x or y, broadcasting", kBool, none, infer_to_bool);
+  binary(r, "logical_xor", "x xor y, broadcasting", kBool, none, infer_to_bool);
   OpDef where = def("where", {"cond", "x", "y"}, {"z"}, {}, kAll, infer_where,
                     "x where cond else y, all three broadcasting; cond: bool; x, y: one dtype of " + dtype_list(kAll));
   where.typed_inputs = {1, 2};  // cond is checked by infer_where
-  r.add(std::move(where));
+  add_op(r, std::move(where), {where_bp});
+  // Every row of the table is registered (a row without an op is drift).
+  for (const EwRow& e : kEwRows) {
+    bool found = false;
+    for (const auto& op : r.ops()) found = found || op->name == e.name;
+    if (!found) fail(Code::kInternal, "[{}] is in ops_elementwise.def but not registered", e.name);
+  }
 }
 
 SPORA_OP_FAMILY(register_elementwise_ops);

@@ -36,12 +36,6 @@ namespace {
 constexpr DType F32 = SPORA_DTYPE_F32, F64 = SPORA_DTYPE_F64, F16 = SPORA_DTYPE_F16, BF16 = SPORA_DTYPE_BF16,
                 BOOL = SPORA_DTYPE_BOOL;
 
-const char* const kAllowed[] = {
-    "neg", "abs", "sign", "square", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
-    "tanh", "sigmoid", "silu", "erf", "floor", "ceil", "round", "leaky_relu", "gelu", "softplus", "clip",
-    "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less",
-    "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor", "where"};
-
 [[noreturn]] void program_error(const std::string& what) {
   throw Error(Code::kInvalidArgument, "[" + std::string(kOpName) + "] " + what);
 }
@@ -161,16 +155,17 @@ AttrValue parse_attr(const Instr& in, const std::string& name, const std::string
 
 std::string allowed_list() {
   std::string s;
-  for (const char* op : kAllowed) s += std::string(s.empty() ? "" : ", ") + op;
+  for (const auto& op : OpRegistry::get().ops())
+    if (op->fusible) s += std::string(s.empty() ? "" : ", ") + op->name;
   return s;
 }
 
 }  // namespace
 
 bool allowed_op(const std::string& op) {
-  for (const char* a : kAllowed)
-    if (op == a) return true;
-  return false;
+  // OpDef::fusible comes from the elementwise op table (ops/elementwise.cpp).
+  const OpDef* d = OpRegistry::get().find(op);
+  return d && d->fusible;
 }
 
 Program parse(const std::string& text) {

@@ -1,5 +1,6 @@
 // Indexing ops: gather (numpy take), embedding, index_select, gather_nd,
-// scatter_add, one_hot. Index inputs are i32 or i64.
+// gather_elements (torch.gather, MindSpore GatherD), scatter_add, one_hot,
+// each registered with its gradient rule. Index inputs are i32 or i64.
 //
 // Index values live on the device, so inference cannot check them. Kernels
 // check every index: an index i in [-n, n) selects i (negative ones wrap
@@ -16,6 +17,10 @@
 //   gather_nd: x keeps its shape (rank r), the indices are (m, q) with
 //     q <= r, the output is (m, inner) with inner = product of x's dims
 //     from q on: y[j, :] = x[idx[j, 0], ..., idx[j, q-1], ...].
+//   gather_elements: x and indices share one rank r >= 1 (rank 0 is seen
+//     as (1,)), indices.dims[d] <= x.dims[d] for d != axis; the output has
+//     indices' shape and attrs.axis is non-negative:
+//     y[p] = x[p with p[axis] = idx[p]].
 //   scatter_add: x, indices and updates share one rank r >= 1 (rank 0 is
 //     seen as (1,)); indices.dims[d] <= updates.dims[d] for every d and
 //     <= x.dims[d] for d != axis; attrs.axis is non-negative. y = x, then for
@@ -27,10 +32,21 @@
 #include <cmath>
 
 #include "ops/registry.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
+
+using rules::cast;
+using rules::dims_of;
+using rules::GradBuilder;
+using rules::product;
+using rules::Rules;
+using rules::shape_of;
+using rules::V;
+using rules::Value;
+using rules::zeros;
 
 const std::vector<DType> kAll = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                  SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};
@@ -125,6 +141,23 @@ void infer_gather_nd(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = out;
 }
 
+void infer_gather_elements(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  check_index_dtype(op, in[1], 1);
+  const Shape &x = in[0].shape, &idx = in[1].shape;
+  if (idx.rank != x.rank)
+    fail(Code::kInvalidArgument, "[{}] x {} and indices {} must have the same rank", op.name, x.str(), idx.str());
+  const int32_t ax = normalize_axis(call.attrs.get_int("axis"), x.rank == 0 ? 1 : x.rank, op.name.c_str());
+  for (int d = 0; d < x.rank; ++d)
+    if (d != ax && idx.dims[d] > x.dims[d])
+      fail(Code::kInvalidArgument, "[{}] indices {} is larger than x {} in dim {} (only axis {} may differ)", op.name,
+           idx.str(), x.str(), d, ax);
+  if (x.rank == 0)
+    for (int i = 0; i < 2; ++i) call.in[i].shape = dims_of({1});
+  call.attrs.set("axis", AttrValue::of_int(ax));
+  call.out[0] = {in[0].dtype, call.in[1].shape};
+  call.result[0] = idx;
+}
+
 void infer_scatter_add(const OpDef& op, const TensorMeta* in, OpCall& call) {
   check_index_dtype(op, in[1], 1);
   const Shape &x = in[0].shape, &idx = in[1].shape, &upd = in[2].shape;
@@ -187,13 +220,162 @@ void infer_one_hot(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = out;
 }
 
+// ---- gradient rules ------------------------------------------------------------
+// Indices are not differentiable. The gathers' adjoint adds dy into zeros
+// of x's shape at the gathered positions (scatter_add, which like the
+// gathers wraps indices in [-n, n) and drops any other); scatter_add's
+// adjoint for the updates gathers dy back from where each update went
+// (gather_nd with full coordinates). one_hot is not differentiable (its
+// input is integer).
+
+constexpr DType I64 = SPORA_DTYPE_I64;
+
+Value broadcast(GradBuilder& b, Value v, const Shape& to) {
+  if (b.meta(v).shape == to) return v;
+  Attrs a;
+  a.set("shape", AttrValue::of_ints(dims_of(to)));
+  return b.op("broadcast_to", {v}, a);
+}
+
+Value scatter_add(GradBuilder& b, Value into, Value idx, Value upd, int64_t axis) {
+  Attrs a;
+  a.set("axis", AttrValue::of_int(axis));
+  return b.op("scatter_add", {into, idx, upd}, a);
+}
+
+// y = x taken at `idx` (any shape) along `ax`: y has shape
+// x[:ax] + idx.shape + x[ax+1:]. The adjoint sees y as x[:ax] + (k,) +
+// x[ax+1:] and scatters it with the indices broadcast along the other dims.
+Value take_adjoint(GradBuilder& b, Value x, Value idx, Value dy, int64_t ax) {
+  const TensorMeta xm = b.meta(x);
+  const Shape& s = xm.shape;
+  const int64_t k = b.meta(idx).shape.numel();
+  Shape upd, line;
+  for (int d = 0; d < s.rank; ++d) {
+    upd.push_back(d == ax ? k : s.dims[d]);
+    line.push_back(d == ax ? k : 1);
+  }
+  const Value g = b.reshape(dy, upd);
+  const Value i = broadcast(b, b.reshape(idx, line), upd);
+  return scatter_add(b, zeros(b, xm.dtype, s), i, g, ax);
+}
+
+V gather_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  return {take_adjoint(b, x[0], x[1], dy[0], n.attrs.get_int("axis")), Value{}};
+}
+
+V embedding_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {take_adjoint(b, x[0], x[1], dy[0], 0), Value{}};
+}
+
+// y[j, :] = x[idx[j, 0], ..., idx[j, q-1], :]. x is seen as (P, inner) with
+// P the product of its leading q dims; each index row becomes one position
+// in [0, P) (P, which scatter_add drops, when a component is out of range).
+V gather_nd_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const TensorMeta xm = b.meta(x[0]);
+  const Shape& s = xm.shape;
+  const Shape is = b.meta(x[1]).shape;
+  const int q = static_cast<int>(is.dims[is.rank - 1]);
+  const int64_t m = product(is, 0, is.rank - 1), p = product(s, 0, q), inner = product(s, q, s.rank);
+  const Shape rows = shape_of({m, inner});
+  Value lin;
+  if (q == 0) {
+    lin = zeros(b, I64, shape_of({m, 1}));
+  } else {
+    const Value idx = b.reshape(cast(b, x[1], I64), shape_of({m, static_cast<int64_t>(q)}));
+    Value valid;
+    int64_t stride = p;
+    for (int j = 0; j < q; ++j) {
+      const int64_t dim = s.dims[j];
+      stride = dim ? stride / dim : 0;
+      Attrs a;
+      a.set("starts", AttrValue::of_ints({0, j}));
+      a.set("ends", AttrValue::of_ints({m, j + 1}));
+      const Value c = b.op("slice", {idx}, a);
+      const Value in_range = b.op("logical_and", {b.op("greater_equal", {c, b.scalar(static_cast<double>(-dim), I64)}),
+                                                  b.op("less", {c, b.scalar(static_cast<double>(dim), I64)})});
+      const Value neg = b.op("less", {c, b.scalar(0, I64)});
+      const Value wrapped = b.op("where", {neg, b.op("add", {c, b.scalar(static_cast<double>(dim), I64)}), c});
+      const Value term = b.op("mul", {wrapped, b.scalar(static_cast<double>(stride), I64)});
+      lin = lin.valid() ? b.op("add", {lin, term}) : term;
+      valid = valid.valid() ? b.op("logical_and", {valid, in_range}) : in_range;
+    }
+    lin = b.op("where", {valid, lin, b.scalar(static_cast<double>(p), I64)});
+  }
+  const Value g = b.reshape(dy[0], rows);
+  const Value dx = scatter_add(b, zeros(b, xm.dtype, shape_of({p, inner})), broadcast(b, lin, rows), g, 0);
+  return {b.reshape(dx, s), Value{}};
+}
+
+// y[p] = x[p with p[axis] = idx[p]]: each gathered element goes back where
+// it came from, so dx is dy scattered by the same indices along the axis
+// (out-of-range indices gathered zeros and scatter nothing).
+V gather_elements_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const TensorMeta xm = b.meta(x[0]);
+  return {scatter_add(b, zeros(b, xm.dtype, xm.shape), x[1], dy[0], n.attrs.get_int("axis")), Value{}};
+}
+
+// y = x with updates[p] added at p[axis] = idx[p] for every p in idx's
+// extent: dx = dy; dupdates[p] = dy at that position (0 for dropped
+// indices and for updates outside idx's extent).
+V scatter_add_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Shape xs = b.meta(x[0]).shape, is = b.meta(x[1]).shape, us = b.meta(x[2]).shape;
+  const int64_t ax = n.attrs.get_int("axis");
+  // Rank 0 behaves as (1,).
+  Shape xs1 = xs, is1 = is;
+  if (xs.rank == 0) {
+    xs1.push_back(1);
+    is1.push_back(1);
+  }
+  const int r = xs1.rank;
+  const int64_t count = is1.numel();
+  Value dupd;
+  if (count == 0) {
+    dupd = zeros(b, b.meta(x[2]).dtype, us);
+  } else {
+    V coords;
+    for (int d = 0; d < r; ++d) {
+      Value c;
+      if (d == ax) {
+        c = cast(b, x[1], I64);
+      } else {
+        Attrs a;
+        a.set("stop", AttrValue::of_float(static_cast<double>(is1.dims[d])));
+        a.set("dtype", AttrValue::of_string("i64"));
+        Shape line;
+        for (int i = 0; i < r; ++i) line.push_back(i == d ? is1.dims[d] : 1);
+        c = broadcast(b, b.reshape(b.op("arange", {}, a), line), is1);
+      }
+      coords.push_back(b.reshape(c, shape_of({count, 1})));
+    }
+    Attrs cat;
+    cat.set("axis", AttrValue::of_int(1));
+    const Value idx = coords.size() == 1 ? coords[0] : b.op("concat", coords, cat);
+    Value got = b.reshape(b.op("gather_nd", {b.reshape(dy[0], xs1), idx}), is);
+    std::vector<int64_t> pads;
+    bool any = false;
+    for (int d = 0; d < us.rank; ++d) {
+      pads.push_back(0);
+      pads.push_back(us.dims[d] - is.dims[d]);
+      any = any || us.dims[d] != is.dims[d];
+    }
+    if (any) {
+      Attrs a;
+      a.set("pads", AttrValue::of_ints(pads));
+      got = b.op("pad", {got}, a);
+    }
+    dupd = got;
+  }
+  return {dy[0], Value{}, dupd};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
   const AttrSpec axis{"axis", AttrType::kInt, false, AttrValue::of_int(0)};
   // Only the data inputs (typed) follow the dtype list; infer checks indices.
   auto def = [](const char* name, std::vector<std::string> inputs, std::vector<AttrSpec> attrs, InferFn infer,
-                const char* doc, std::vector<int> typed) {
+                const char* doc, std::vector<int> typed, const Rules& rules) {
     OpDef d;
     d.name = name;
     d.inputs = std::move(inputs);
@@ -203,20 +385,27 @@ void register_indexing_ops(OpRegistry& r) {
     d.infer = infer;
     d.doc = doc;
     d.typed_inputs = std::move(typed);
+    rules.apply(d);
     return d;
   };
   r.add(def("gather", {"x", "indices"}, {axis}, infer_gather,
-            "numpy take: y = x[..., indices, ...] with indices of any shape replacing dim axis", {0}));
+            "numpy take: y = x[..., indices, ...] with indices of any shape replacing dim axis", {0}, {gather_bp}));
   r.add(def("embedding", {"weight", "ids"}, {}, infer_embedding,
-            "rows of weight (vocabulary, dim) for ids of any shape: y has shape ids.shape + (dim,)", {0}));
+            "rows of weight (vocabulary, dim) for ids of any shape: y has shape ids.shape + (dim,)", {0},
+            {embedding_bp}));
   r.add(def("index_select", {"x", "index"}, {axis}, infer_index_select, "the entries of x at a 1-D index along axis",
-            {0}));
+            {0}, {gather_bp}));
   r.add(def("gather_nd", {"x", "indices"}, {}, infer_gather_nd,
-            "y[i...] = x[indices[i..., :]] (TF GatherNd): the last dim of indices indexes x's leading dims", {0}));
+            "y[i...] = x[indices[i..., :]] (TF GatherNd): the last dim of indices indexes x's leading dims", {0},
+            {gather_nd_bp}));
+  r.add(def("gather_elements", {"x", "indices"}, {axis}, infer_gather_elements,
+            "y[p] = x[p with p[axis] = indices[p]] (torch.gather, MindSpore GatherD): indices has x's rank, is no "
+            "larger than x outside axis, and gives y its shape; out-of-range indices select zeros",
+            {0}, {gather_elements_bp}));
   r.add(def("scatter_add", {"x", "indices", "updates"}, {axis}, infer_scatter_add,
             "a copy of x with updates added at indices along axis (torch scatter_add; out-of-range indices are "
             "skipped)",
-            {0, 2}));
+            {0, 2}, {scatter_add_bp}));
   OpDef one_hot = def("one_hot", {"indices"},
                       {{"depth", AttrType::kInt, true, {}},
                        {"on_value", AttrType::kFloat, false, AttrValue::of_float(1)},
@@ -225,7 +414,7 @@ void register_indexing_ops(OpRegistry& r) {
                       infer_one_hot,
                       "y[..., j] = on_value if indices[...] == j else off_value; shape indices.shape + (depth,); "
                       "dtype names the output's",
-                      {});
+                      {}, rules::kNoGradient);
   one_hot.dtypes = {SPORA_DTYPE_I32, SPORA_DTYPE_I64};
   r.add(std::move(one_hot));
 }

@@ -17,6 +17,12 @@
 
 namespace spora {
 
+namespace ir {
+class Builder;
+struct Node;
+struct Value;
+}  // namespace ir
+
 constexpr int kMaxOpInputs = SPORA_MAX_OP_INPUTS;
 constexpr int kMaxOpOutputs = SPORA_MAX_OP_OUTPUTS;
 
@@ -53,6 +59,20 @@ struct Cost {
 };
 using CostFn = Cost (*)(const OpCall& call);
 
+// Reverse-mode rule: given the op's inputs x, outputs y and the adjoints dy
+// of its outputs (invalid where an output has none), adds nodes to `b` that
+// compute the adjoint of every input (an invalid Value: no gradient flows
+// to that input). Written with the graph builder, so backward graphs are
+// differentiable again. Helpers: ops/rule_helpers.h.
+using BpropFn = std::vector<ir::Value> (*)(ir::Builder& b, const ir::Node& node, const std::vector<ir::Value>& x,
+                                           const std::vector<ir::Value>& y, const std::vector<ir::Value>& dy);
+// Decomposition: the op's outputs rebuilt from simpler ops, from `x` (the
+// op's inputs in the builder's graph) and its validated attributes; used
+// where a device's plugin has no kernel for the op.
+using DecomposeFn = std::vector<ir::Value> (*)(ir::Builder& b, const std::vector<ir::Value>& x, const Attrs& attrs);
+// Sharding rule: filled by the SPMD work (src/parallel); nullptr for now.
+using ShardingFn = void (*)();
+
 struct OpDef {
   std::string name;
   std::vector<std::string> inputs;   // input names, for messages and schemas
@@ -82,6 +102,18 @@ struct OpDef {
   // read each element of that input only before writing the same element of
   // the output. Null: output 0 may overwrite any input (elementwise ops).
   int (*in_place_input)(const OpCall& call, int output) = nullptr;
+
+  // What the transforms need, registered with the op by its family file.
+  // Gradient: `bprop` when set; otherwise `differentiable == false` says no
+  // gradient flows (argmax, comparisons); an op with neither has no rule
+  // here (autodiff then looks for one registered by name, for families not
+  // yet moved into their op files).
+  BpropFn bprop = nullptr;
+  bool differentiable = true;
+  DecomposeFn decompose = nullptr;
+  // May appear in a fused_elementwise program (from the elementwise table).
+  bool fusible = false;
+  ShardingFn sharding = nullptr;
 
   std::string schema() const;  // one-line schema text
   Cost estimate(const OpCall& call) const;

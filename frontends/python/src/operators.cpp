@@ -6,6 +6,8 @@
 
 #include <cstring>
 
+#include <spora/ops_elementwise.h>
+
 #include "common.h"
 
 namespace spora_py {
@@ -170,6 +172,21 @@ PyType_Slot g_tensor_slots[] = {
     {Py_tp_hash, reinterpret_cast<void*>(slot_hash)},
     {0, nullptr}};
 
+namespace {
+// The elementwise op table (plugin-api/include/spora/ops_elementwise.def),
+// the one list the core, the plugins and this module share.
+struct EwRow {
+  const char* name;
+  const char* kind;
+  int arity;
+  int flags;
+};
+const EwRow kEwRows[] = {
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) {name, #kind, arity, flags},
+#include <spora/ops_elementwise.def>
+};
+}  // namespace
+
 void bind_operators(nb::module_& m) {
   nb::handle cls = reinterpret_cast<PyObject*>(g_tensor_type);
   auto def2 = [&](const char* name, Bin b, bool reflected) {
@@ -190,9 +207,16 @@ void bind_operators(nb::module_& m) {
                                     nb::is_method(), nb::scope(cls), nb::name(name));
     nb::setattr(cls, name, f);
   };
-  for (const char* op : {"abs", "neg", "exp", "log", "sqrt", "rsqrt", "relu", "sigmoid", "tanh", "sin", "cos", "floor",
-                         "ceil", "round", "sign", "square", "reciprocal", "erf", "log1p", "silu"})
-    def1(op, op);
+  // Tensor methods: the elementwise table's rows marked as methods.
+  for (const EwRow& r : kEwRows)
+    if (r.flags & SPORA_EW_F_METHOD) def1(r.name, r.name);
+  // The table itself, for tests that check lists against it:
+  // [(name, kind, arity, flags)] in table order.
+  m.def("_elementwise_table", [] {
+    nb::list out;
+    for (const EwRow& r : kEwRows) out.append(nb::make_tuple(r.name, r.kind, r.arity, r.flags));
+    return out;
+  });
 }
 
 }  // namespace spora_py

@@ -8,51 +8,11 @@
 
 namespace spora::plugin::ew {
 
-// cost: ~1 for loads/stores and compares, more for libm calls.
+// From the op table; cost: ~1 for loads/stores and compares, more for libm
+// calls.
 const OpInfo kOps[] = {
-    {"neg", Op::kNeg, 1, 1},
-    {"abs", Op::kAbs, 1, 1},
-    {"sign", Op::kSign, 1, 1},
-    {"square", Op::kSquare, 1, 1},
-    {"relu", Op::kRelu, 1, 1},
-    {"exp", Op::kExp, 1, 8},
-    {"log", Op::kLog, 1, 8},
-    {"log1p", Op::kLog1p, 1, 8},
-    {"sqrt", Op::kSqrt, 1, 4},
-    {"rsqrt", Op::kRsqrt, 1, 4},
-    {"reciprocal", Op::kReciprocal, 1, 2},
-    {"sin", Op::kSin, 1, 8},
-    {"cos", Op::kCos, 1, 8},
-    {"tanh", Op::kTanh, 1, 12},
-    {"sigmoid", Op::kSigmoid, 1, 10},
-    {"silu", Op::kSilu, 1, 10},
-    {"erf", Op::kErf, 1, 10},
-    {"floor", Op::kFloor, 1, 2},
-    {"ceil", Op::kCeil, 1, 2},
-    {"round", Op::kRound, 1, 2},
-    {"leaky_relu", Op::kLeakyRelu, 1, 1},
-    {"gelu", Op::kGelu, 1, 16},
-    {"softplus", Op::kSoftplus, 1, 16},
-    {"clip", Op::kClip, 1, 1},
-    {"logical_not", Op::kLogicalNot, 1, 1},
-    {"cast", Op::kCast, 1, 1},
-    {"add", Op::kAdd, 2, 1},
-    {"sub", Op::kSub, 2, 1},
-    {"mul", Op::kMul, 2, 1},
-    {"div", Op::kDiv, 2, 2},
-    {"pow", Op::kPow, 2, 16},
-    {"maximum", Op::kMaximum, 2, 1},
-    {"minimum", Op::kMinimum, 2, 1},
-    {"equal", Op::kEqual, 2, 1},
-    {"not_equal", Op::kNotEqual, 2, 1},
-    {"less", Op::kLess, 2, 1},
-    {"less_equal", Op::kLessEqual, 2, 1},
-    {"greater", Op::kGreater, 2, 1},
-    {"greater_equal", Op::kGreaterEqual, 2, 1},
-    {"logical_and", Op::kLogicalAnd, 2, 1},
-    {"logical_or", Op::kLogicalOr, 2, 1},
-    {"logical_xor", Op::kLogicalXor, 2, 1},
-    {"where", Op::kWhere, 3, 1},
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) {name, Op::k##Id, arity, cost, flags},
+#include <spora/ops_elementwise.def>
 };
 const int kNumOps = static_cast<int>(sizeof(kOps) / sizeof(kOps[0]));
 

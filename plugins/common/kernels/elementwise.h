@@ -15,19 +15,18 @@
 #include <cstring>
 #include <type_traits>
 
+#include <spora/ops_elementwise.h>
+
 #include "kernel_plan.h"
 
 namespace spora::plugin::ew {
 
+// Op codes in the order of the table (spora/ops_elementwise.def), so ranges
+// of one kind are contiguous: unary, logical_not, cast, binary, comparisons
+// and logical ops, where.
 enum class Op : uint8_t {
-  // unary
-  kNeg, kAbs, kSign, kSquare, kRelu, kExp, kLog, kLog1p, kSqrt, kRsqrt, kReciprocal, kSin, kCos, kTanh,
-  kSigmoid, kSilu, kErf, kFloor, kCeil, kRound, kLeakyRelu, kGelu, kSoftplus, kClip, kLogicalNot, kCast,
-  // binary
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum, kEqual, kNotEqual, kLess, kLessEqual, kGreater,
-  kGreaterEqual, kLogicalAnd, kLogicalOr, kLogicalXor,
-  // ternary
-  kWhere,
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) k##Id,
+#include <spora/ops_elementwise.def>
 };
 
 struct OpInfo {
@@ -36,6 +35,7 @@ struct OpInfo {
   int32_t inputs;
   // Rough cost of one element relative to an add, for the parallel grain.
   int32_t cost;
+  int32_t flags;  // SPORA_EW_F_* (spora/ops_elementwise.h)
 };
 extern const OpInfo kOps[];
 extern const int kNumOps;

@@ -123,7 +123,7 @@ std::string parse(const std::string& text, std::vector<Parsed>* out) {
     }
     if (t == toks.size()) return "instruction without an op";
     for (int o = 0; o < ew::kNumOps; ++o)
-      if (toks[t] == ew::kOps[o].name && ew::kOps[o].op != ew::Op::kCast) ins.info = &ew::kOps[o];
+      if (toks[t] == ew::kOps[o].name && (ew::kOps[o].flags & SPORA_EW_F_FUSIBLE)) ins.info = &ew::kOps[o];
     if (!ins.info) return "unknown op " + toks[t];
     if (ins.info->inputs != ins.nargs) return toks[t] + " with " + std::to_string(ins.nargs) + " operands";
     for (++t; t < toks.size(); ++t) {

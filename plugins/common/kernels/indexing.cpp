@@ -1,5 +1,5 @@
 // Reference indexing kernels: take (gather, embedding, index_select),
-// gather_nd, scatter_add, one_hot. Shapes arrive canonical (see
+// gather_nd, gather_elements, scatter_add, one_hot. Shapes arrive canonical (see
 // core/src/ops/indexing.cpp). Index values are only known here, so every
 // one is checked: [-n, n) selects (negatives wrap like numpy), anything else
 // selects nothing and leaves zeros (gathers), drops the update
@@ -124,6 +124,66 @@ spora_plugin_error_t* plan_gather_nd(KernelPlan& p) {
     return invalid(p, "rows too large");
   p.state = std::make_shared<GatherNd>(s);
   p.run = run_gather_nd;
+  return nullptr;
+}
+
+// ---- gather_elements: y[p] = x[p with p[axis] = idx[p]] -------------------
+
+struct GatherElements {
+  int rank, axis;
+  int64_t idx_dims[SPORA_MAX_RANK];
+  int64_t x_st[SPORA_MAX_RANK];  // in elements
+  int64_t axis_dim, count, elem;  // count: index (and output) elements
+  int32_t index_dtype;
+};
+
+void run_gather_elements(const KernelPlan& p, const void* const* in, void* const* out, void*) {
+  const GatherElements& s = p.get<GatherElements>();
+  visit_index(s.index_dtype, [&](auto tag) {
+    using I = decltype(tag);
+    const I* idx = static_cast<const I*>(in[1]);
+    const char* x = static_cast<const char*>(in[0]);
+    char* y = static_cast<char*>(out[0]);
+    const size_t elem = static_cast<size_t>(s.elem);
+    int64_t pos[SPORA_MAX_RANK] = {};
+    int64_t xo = 0;  // x's offset of p without the axis coordinate
+    for (int64_t j = 0; j < s.count; ++j) {
+      const int64_t i = wrap(static_cast<int64_t>(idx[j]), s.axis_dim);
+      if (i >= 0) std::memcpy(y + j * s.elem, x + (xo + i * s.x_st[s.axis]) * s.elem, elem);
+      else std::memset(y + j * s.elem, 0, elem);
+      for (int d = s.rank - 1; d >= 0; --d) {  // next p, row-major
+        const int64_t xs = d == s.axis ? 0 : s.x_st[d];
+        xo += xs;
+        if (++pos[d] < s.idx_dims[d]) break;
+        xo -= xs * s.idx_dims[d];
+        pos[d] = 0;
+      }
+    }
+  });
+}
+
+spora_plugin_error_t* plan_gather_elements(KernelPlan& p) {
+  if (auto* e = expect_operands(p, 2, 1)) return e;
+  const Shape &x = p.in[0].shape, &idx = p.in[1].shape, &y = p.out[0].shape;
+  if (p.in[0].dtype != p.out[0].dtype) return invalid(p, "data and output differ in dtype");
+  if (!index_dtype(p.in[1].dtype)) return invalid(p, "indices must be i32 or i64");
+  if (x.rank < 1 || idx.rank != x.rank || y != idx)
+    return invalid(p, "expects x and indices of one rank >= 1 and the output indices' shape");
+  GatherElements s{};
+  s.rank = x.rank;
+  s.axis = static_cast<int>(p.attrs.get_int("axis", -1));
+  if (s.axis < 0 || s.axis >= x.rank) return invalid(p, "axis out of range");
+  for (int d = 0; d < x.rank; ++d) {
+    if (d != s.axis && idx.dims[d] > x.dims[d]) return invalid(p, "indices exceed x outside the axis");
+    s.idx_dims[d] = idx.dims[d];
+  }
+  dense_strides(x, s.x_st);
+  s.axis_dim = x.dims[s.axis];
+  s.count = idx.numel();
+  s.elem = static_cast<int64_t>(dtype_size(p.out[0].dtype));
+  s.index_dtype = p.in[1].dtype;
+  p.state = std::make_shared<GatherElements>(s);
+  p.run = run_gather_elements;
   return nullptr;
 }
 
@@ -267,6 +327,7 @@ spora_plugin_error_t* plan_one_hot(KernelPlan& p) {
 void register_kernels(KernelTable& t) {
   for (const char* op : {"gather", "embedding", "index_select"}) t.add({op, "ref", plan_take});
   t.add({"gather_nd", "ref", plan_gather_nd});
+  t.add({"gather_elements", "ref", plan_gather_elements});
   t.add({"scatter_add", "ref", plan_scatter});
   t.add({"one_hot", "ref", plan_one_hot});
 }

@@ -12,19 +12,25 @@
 #include <cstdint>
 #include <limits>
 
+#include <spora/ops_elementwise.h>
+
 #include "fmath.h"
 #include "hd.h"
 
 namespace spora::gpu {
 
+// The table's ops (spora/ops_elementwise.def) that these kernels switch on,
+// in table order: unary, logical_not, binary, then the bool-result ops
+// (cast and where have kernels of their own).
+#define SPORA_EW_GPU_UNARY(Id) k##Id,
+#define SPORA_EW_GPU_NOT(Id) k##Id,
+#define SPORA_EW_GPU_CAST(Id)
+#define SPORA_EW_GPU_BINARY(Id) k##Id,
+#define SPORA_EW_GPU_COMPARE(Id) k##Id,
+#define SPORA_EW_GPU_WHERE(Id)
 enum class EwOp : int32_t {
-  // unary
-  kNeg, kAbs, kSign, kSquare, kRelu, kExp, kLog, kLog1p, kSqrt, kRsqrt, kReciprocal, kSin, kCos, kTanh,
-  kSigmoid, kSilu, kErf, kFloor, kCeil, kRound, kLeakyRelu, kGelu, kSoftplus, kClip, kLogicalNot,
-  // binary, same-type result
-  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
-  // binary, bool result
-  kEqual, kNotEqual, kLess, kLessEqual, kGreater, kGreaterEqual, kLogicalAnd, kLogicalOr, kLogicalXor,
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) SPORA_EW_GPU_##kind(Id)
+#include <spora/ops_elementwise.def>
   kCount
 };
 

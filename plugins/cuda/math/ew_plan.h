@@ -12,11 +12,17 @@ namespace spora::gpu {
 
 // Op name -> EwOp; false for where, cast and unknown names.
 inline bool ew_op_of(const std::string& name, EwOp* op) {
+  // EwOp's rows of the table, by the same per-kind filter (ew_math.h).
+#define SPORA_EW_GPU_NAME_UNARY(name) name,
+#define SPORA_EW_GPU_NAME_NOT(name) name,
+#define SPORA_EW_GPU_NAME_CAST(name)
+#define SPORA_EW_GPU_NAME_BINARY(name) name,
+#define SPORA_EW_GPU_NAME_COMPARE(name) name,
+#define SPORA_EW_GPU_NAME_WHERE(name)
   static const char* const kNames[] = {
-      "neg", "abs", "sign", "square", "relu", "exp", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos",
-      "tanh", "sigmoid", "silu", "erf", "floor", "ceil", "round", "leaky_relu", "gelu", "softplus", "clip",
-      "logical_not", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "equal", "not_equal", "less",
-      "less_equal", "greater", "greater_equal", "logical_and", "logical_or", "logical_xor"};
+#define SPORA_EW_OP(Id, name, kind, arity, cost, flags) SPORA_EW_GPU_NAME_##kind(name)
+#include <spora/ops_elementwise.def>
+  };
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(EwOp::kCount), "one name per EwOp");
   for (int i = 0; i < static_cast<int>(EwOp::kCount); ++i)
     if (name == kNames[i]) {

@@ -1,6 +1,7 @@
 """References for the layout and indexing family: concat, stack, split,
 slice, strided_slice, broadcast_to, expand_dims, squeeze, pad, tile, flip,
-gather, embedding, index_select, gather_nd, scatter_add, one_hot.
+gather, embedding, index_select, gather_nd, gather_elements, scatter_add,
+one_hot.
 (reshape and transpose are in basic.py.)
 
 Spora's rule for index values: i in [-n, n) selects i (negatives wrap like
@@ -138,6 +139,23 @@ def _gather_nd(x, a):
         else:
             out[j] = v[tuple(pos)]
     return [out.reshape(idx.shape[:-1] + v.shape[q:])]
+
+
+@ref("gather_elements")
+def _gather_elements(x, a):
+    """torch.gather: out[p] = v[p with p[axis] = idx[p]]; out-of-range
+    indices give zeros (Spora's rule above)."""
+    v, idx = x[0], np.asarray(x[1]).astype(np.int64)
+    shape = idx.shape
+    if v.ndim == 0:
+        v, idx = v.reshape(1), idx.reshape(1)
+    axis = a.get("axis", 0) % v.ndim
+    pos, valid = _wrap(idx, v.shape[axis])
+    # Other dims of idx are no larger than v's: index v by p directly.
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid[axis] = pos
+    out = np.where(valid, v[tuple(grid)] if v.shape[axis] else np.zeros(idx.shape, v.dtype), np.zeros((), v.dtype))
+    return [out.astype(v.dtype).reshape(shape)]
 
 
 @ref("scatter_add")

@@ -1,0 +1,76 @@
+// Helpers for the rules an op family registers with its ops (gradient
+// rules, decompositions): arithmetic on graph values, constants shaped like
+// a value, shape utilities. They live in ops/ so that family files can
+// write rules without including autodiff/ (autodiff sits above ops).
+#pragma once
+#include <vector>
+
+#include "ir/builder.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+
+namespace spora::rules {
+
+using ir::Value;
+using V = std::vector<Value>;
+using GradBuilder = ir::Builder;
+
+// How an op takes part in the transforms, given to a family's registration
+// helper: rules.apply(def) before registry.add(def).
+struct Rules {
+  BpropFn bprop = nullptr;
+  DecomposeFn decompose = nullptr;
+  bool differentiable = true;
+  void apply(OpDef& d) const {
+    d.bprop = bprop;
+    d.decompose = decompose;
+    d.differentiable = differentiable;
+  }
+};
+// Piecewise constant or boolean ops: no gradient flows through them.
+inline constexpr Rules kNoGradient{nullptr, nullptr, false};
+
+inline DType dt(GradBuilder& b, Value v) { return b.meta(v).dtype; }
+// A scalar constant of `like`'s dtype.
+inline Value k(GradBuilder& b, double v, Value like) { return b.scalar(v, dt(b, like)); }
+inline Value add(GradBuilder& b, Value x, Value y) { return b.op("add", {x, y}); }
+inline Value sub(GradBuilder& b, Value x, Value y) { return b.op("sub", {x, y}); }
+inline Value mul(GradBuilder& b, Value x, Value y) { return b.op("mul", {x, y}); }
+inline Value div(GradBuilder& b, Value x, Value y) { return b.op("div", {x, y}); }
+inline Value neg(GradBuilder& b, Value x) { return b.op("neg", {x}); }
+// x + y where either may be missing.
+inline Value add_opt(GradBuilder& b, Value x, Value y) {
+  if (!x.valid()) return y;
+  if (!y.valid()) return x;
+  return add(b, x, y);
+}
+
+inline std::vector<int64_t> dims_of(const Shape& s) { return std::vector<int64_t>(s.dims, s.dims + s.rank); }
+
+inline Shape shape_of(std::initializer_list<int64_t> d) {
+  Shape s;
+  for (int64_t v : d) s.push_back(v);
+  return s;
+}
+
+inline int64_t product(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int i = from; i < to; ++i) p *= s.dims[i];
+  return p;
+}
+
+inline Value zeros(GradBuilder& b, DType dtype, const Shape& shape) {
+  Attrs a;
+  a.set("shape", AttrValue::of_ints(dims_of(shape)));
+  a.set("dtype", AttrValue::of_string(dtype_name(dtype)));
+  return b.op("zeros", {}, a);
+}
+
+inline Value cast(GradBuilder& b, Value v, DType to) {
+  if (b.meta(v).dtype == to) return v;
+  Attrs a;
+  a.set("dtype", AttrValue::of_string(dtype_name(to)));
+  return b.op("cast", {v}, a);
+}
+
+}  // namespace spora::rules
