@@ -42,5 +42,8 @@ if grep -rnE '#\s*include' "$root/sdk/include" | grep -vE '<(spora/plugin\.h|spo
   echo "error: a header in sdk/include includes something beyond spora/plugin.h and the standard library"
   fail=1
 fi
+# Core's own layers: support <- ir <- ops <- {autodiff, passes} <- runtime <-
+# sched <- {io, data} <- abi, and no core -> plugins include.
+python3 "$root/tests/abi/check_core_layers.py" "$root" || fail=1
 [ $fail = 0 ] && echo "layering ok: plugins see only plugin-api/, frontends only core/include/ (and the conformance kit), the kit only plugin-api/ and core/include/"
 exit $fail

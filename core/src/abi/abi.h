@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
-#include "ops/attrs.h"
+#include "ir/attrs.h"
 #include "runtime/context.h"
 #include "runtime/tensor.h"
 #include "support/error.h"

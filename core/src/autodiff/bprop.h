@@ -9,7 +9,7 @@
 
 #include "ir/builder.h"
 #include "ir/graph.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 
 namespace spora::autodiff {
 
@@ -18,7 +18,7 @@ using ir::Value;
 // Rules are written with the general graph builder.
 using GradBuilder = ir::Builder;
 
-// The rule type is the registry's (ops/registry.h): op family files
+// The rule type is the registry's (ir/op.h): op family files
 // register rules with their ops (OpDef::bprop / differentiable).
 using BpropFn = spora::BpropFn;
 

@@ -13,7 +13,7 @@
 
 #include "autodiff/bprop.h"
 #include "autodiff/rule_helpers.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora::autodiff {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "data/column.h"
-#include "ops/attrs.h"
+#include "ir/attrs.h"
 
 namespace spora::data {
 

@@ -15,8 +15,8 @@
 
 #include "ir/dtype.h"
 #include "ir/shape.h"
-#include "ops/attrs.h"
-#include "ops/registry.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
 
 namespace spora::ir {
 

@@ -1,6 +1,6 @@
 // Ops that exist for autodiff: stop_gradient (identity forward, no gradient;
 // a view, so it costs nothing at run time).
-#include "ops/registry.h"
+#include "ir/op.h"
 
 namespace spora {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <spora/plugin.h>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

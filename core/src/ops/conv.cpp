@@ -29,7 +29,7 @@
 #include <array>
 #include <limits>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

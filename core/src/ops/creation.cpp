@@ -20,7 +20,7 @@
 #include <limits>
 #include <string>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -5,11 +5,11 @@
 #include <vector>
 
 #include "ir/builder.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 
 namespace spora {
 
-// The op's decomposition (DecomposeFn, ops/registry.h): its own
+// The op's decomposition (DecomposeFn, ir/op.h): its own
 // (OpDef::decompose, registered by its family file), else one registered by
 // name below (families not yet moved); nullptr when it has none.
 DecomposeFn find_decomposition(const std::string& op);

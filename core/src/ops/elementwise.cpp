@@ -28,7 +28,7 @@
 
 #include <spora/ops_elementwise.h>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 

@@ -30,7 +30,7 @@
 #include <string>
 
 #include "ops/decompose.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

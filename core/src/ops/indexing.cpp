@@ -31,7 +31,7 @@
 //     attrs.on_value and off_value are representable in it.
 #include <cmath>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 

@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -24,7 +24,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

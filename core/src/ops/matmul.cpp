@@ -1,6 +1,6 @@
 // matmul with numpy semantics (1-D promotion, broadcast batch dims) and
 // optional transposes of the last two dims of either operand.
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -32,7 +32,7 @@
 #include <cmath>
 #include <limits>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

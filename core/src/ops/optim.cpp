@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -25,7 +25,7 @@
 #include <array>
 #include <limits>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -27,7 +27,7 @@
 // - The result is the index along the axis of the first maximum (minimum);
 //   a NaN counts as larger and smaller than everything, so the first NaN
 //   wins, like numpy.
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

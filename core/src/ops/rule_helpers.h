@@ -7,7 +7,7 @@
 
 #include "ir/builder.h"
 #include "ir/graph.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 
 namespace spora::rules {
 

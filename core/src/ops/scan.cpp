@@ -16,7 +16,7 @@
 //   deterministic and cheaper.
 #include <cmath>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

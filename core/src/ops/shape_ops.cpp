@@ -25,7 +25,7 @@
 //     representable in the dtype.
 #include <cmath>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -12,7 +12,7 @@
 //    Taking y rather than x saves the backward pass a recomputation and is
 //    what both forward ops' autodiff rules have at hand.
 //  - the output dtype is the input dtype; f16/bf16 compute in f32.
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "ops/attrs.h"
-#include "ops/registry.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
 
 namespace spora::passes {
 

@@ -2,8 +2,8 @@
 // knowing any device or plugin itself. The runtime registers the host
 // device's answers; a PassContext may carry another target's.
 #pragma once
-#include "ops/attrs.h"
-#include "ops/registry.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
 
 namespace spora::passes {
 

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 
 namespace spora {
 

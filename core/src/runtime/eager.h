@@ -1,7 +1,7 @@
 // Eager (PyNative) dispatch: one op call = schema check, inference, a cached
 // kernel plan, output allocation, one launch on the device's stream.
 #pragma once
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "runtime/tensor.h"
 
 namespace spora {

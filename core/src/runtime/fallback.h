@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "runtime/tensor.h"
 
 namespace spora {

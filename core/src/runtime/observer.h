@@ -21,7 +21,7 @@
 #include <cstdint>
 
 #include "ir/graph.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "runtime/tensor.h"
 
 namespace spora {

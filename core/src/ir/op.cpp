@@ -1,4 +1,4 @@
-#include "ops/registry.h"
+#include "ir/op.h"
 
 #include <algorithm>
 

@@ -2,6 +2,11 @@
 // typed attributes with defaults, dtypes) and its shape/dtype inference.
 // Inference also prepares what a plugin's kernel sees (see OpCall), so that
 // every plugin gets canonical, already-validated descriptions.
+//
+// The op *interface* is part of the IR (as in TVM's ir/op.h): nodes point at
+// OpDefs, building a graph infers through them, the verifier and JSON use
+// them. The op *definitions* live above, one family per file in ops/, and
+// register themselves here (SPORA_OP_FAMILY).
 #pragma once
 #include <memory>
 #include <string>
@@ -13,7 +18,7 @@
 
 #include "ir/dtype.h"
 #include "ir/shape.h"
-#include "ops/attrs.h"
+#include "ir/attrs.h"
 
 namespace spora {
 

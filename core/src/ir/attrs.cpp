@@ -1,4 +1,4 @@
-#include "ops/attrs.h"
+#include "ir/attrs.h"
 
 #include <algorithm>
 #include <cstring>
