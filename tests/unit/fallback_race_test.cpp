@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "device_test_util.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "runtime/eager.h"
 #include "support/error.h"
 

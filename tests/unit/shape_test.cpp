@@ -4,7 +4,7 @@
 
 #include "ir/shape.h"
 #include "ir_test_util.h"
-#include "ops/registry.h"
+#include "ir/op.h"
 #include "support/error.h"
 
 namespace spora {
