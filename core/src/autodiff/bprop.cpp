@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include "autodiff/bprop_decomposed.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
@@ -14,6 +16,10 @@ std::vector<void (*)()>& families() {
   static std::vector<void (*)()> v;
   return v;
 }
+
+// Rules in op family files differentiate formulas through
+// rules::vjp_of (ops/rule_helpers.h), which autodiff provides.
+const int g_vjp_provided = rules::set_vjp(&vjp_of);
 
 std::map<std::string, BpropEntry>& table() {
   static std::map<std::string, BpropEntry> t;

@@ -3,11 +3,13 @@
 // a value, shape utilities. They live in ops/ so that family files can
 // write rules without including autodiff/ (autodiff sits above ops).
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "ir/op.h"
+#include "support/error.h"
 
 namespace spora::rules {
 
@@ -71,6 +73,28 @@ inline Value cast(GradBuilder& b, Value v, DType to) {
   Attrs a;
   a.set("dtype", AttrValue::of_string(dtype_name(to)));
   return b.op("cast", {v}, a);
+}
+
+// The vector-Jacobian product of a formula: `build` makes an op's outputs
+// from its inputs with basic ops; the result is one gradient per input of
+// x for the output cotangents dy (invalid: that output has none), built in
+// b's graph from ops with rules of their own (higher order works). `y`,
+// when given, are the outputs already in b's graph. Differentiating is
+// autodiff's (above ops), which provides it: set_vjp, done once at load
+// (autodiff/bprop.cpp); rules run only under autodiff, so it is there.
+using BuildFn = std::function<V(GradBuilder& b, const V& x)>;
+using VjpFn = V (*)(GradBuilder& b, const ir::Node& node, const V& x, const V& y, const V& dy, const BuildFn& build);
+inline VjpFn& vjp_slot() {
+  static VjpFn fn = nullptr;
+  return fn;
+}
+inline int set_vjp(VjpFn fn) {
+  vjp_slot() = fn;
+  return 0;
+}
+inline V vjp_of(GradBuilder& b, const ir::Node& node, const V& x, const V& y, const V& dy, const BuildFn& build) {
+  if (!vjp_slot()) fail(Code::kInternal, "[{}] no vjp: autodiff is not loaded", node.op ? node.op->name : "op");
+  return vjp_slot()(b, node, x, y, dy, build);
 }
 
 }  // namespace spora::rules
