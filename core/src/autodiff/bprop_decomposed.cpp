@@ -1,12 +1,10 @@
-// Gradients through decompositions (bprop_decomposed.h), and the rule of
-// fused_elementwise, which is exactly its decomposition differentiated.
+// The vjp of a formula (bprop_decomposed.h), which autodiff provides to the
+// rules in op family files (rules::vjp_of, ops/rule_helpers.h).
 #include "autodiff/bprop_decomposed.h"
 
 #include <cstring>
 
 #include "autodiff/grad.h"
-#include "ops/decompose.h"
-#include "ops/fused.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
@@ -166,17 +164,5 @@ V vjp_of(GradBuilder& b, const ir::Node& node, const V& xs, const V& ys, const V
   }
   return result;
 }
-
-V bprop_via_decomposition(GradBuilder& b, const ir::Node& node, const V& x, const V& y, const V& dy) {
-  const DecomposeFn fn = find_decomposition(node.op->name);
-  if (!fn) fail(Code::kInternal, "[{}] has no decomposition to differentiate", node.op->name);
-  const Attrs attrs = node.attrs;
-  return vjp_of(b, node, x, y, dy, [fn, attrs](GradBuilder& sb, const V& sx) { return fn(sb, sx, attrs); });
-}
-
-namespace {
-void register_rules() { register_bprop(fused::kOpName, bprop_via_decomposition); }
-SPORA_BPROPS(register_rules);
-}  // namespace
 
 }  // namespace spora::autodiff

@@ -22,9 +22,4 @@ using BuildFn = std::function<std::vector<Value>(GradBuilder& b, const std::vect
 std::vector<Value> vjp_of(GradBuilder& b, const ir::Node& node, const std::vector<Value>& x,
                           const std::vector<Value>& y, const std::vector<Value>& dy, const BuildFn& build);
 
-// A BpropFn for any op with a registered decomposition (ops/decompose.h):
-//   register_bprop("my_op", bprop_via_decomposition);
-std::vector<Value> bprop_via_decomposition(GradBuilder& b, const ir::Node& node, const std::vector<Value>& x,
-                                           const std::vector<Value>& y, const std::vector<Value>& dy);
-
 }  // namespace spora::autodiff

@@ -12,14 +12,16 @@ void infer_identity_view(const OpDef&, const TensorMeta* in, OpCall& call) {
 }
 
 void register_autodiff_ops(OpRegistry& r) {
-  r.add(OpDef{"stop_gradient",
+  OpDef d{"stop_gradient",
               {"x"},
               {"y"},
               {},
               {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16, SPORA_DTYPE_I32, SPORA_DTYPE_I64,
                SPORA_DTYPE_U8, SPORA_DTYPE_BOOL},
               infer_identity_view,
-              "x, with no gradient flowing back through it (a view)"});
+              "x, with no gradient flowing back through it (a view)"};
+  d.differentiable = false;  // no gradient flows back
+  r.add(std::move(d));
 }
 SPORA_OP_FAMILY(register_autodiff_ops);
 

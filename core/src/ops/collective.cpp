@@ -6,11 +6,18 @@
 // No plugin kernel exists for it: the scheduler runs it itself through the
 // communicator's collective plugin (sched/executor.cpp), on host-addressable
 // memory, in the device stream's order. Every rank must run the same graph.
+//
+// Gradient: for y = sum_r x_r on every rank, the loss of the whole job is
+// sum_r L_r, so dL/dx_r = sum_r' dy_r': the gradient is the all_reduce (sum)
+// of the adjoints; for mean it is the mean of them. prod, max and min are
+// not differentiated (their gradient needs every rank's input, which no rank
+// holds).
 #include "ops/collective.h"
 
 #include <spora/plugin.h>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -29,6 +36,19 @@ void infer_all_reduce(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = in[0].shape;
 }
 
+using rules::GradBuilder;
+using rules::V;
+
+V all_reduce_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  const AttrValue* mode = n.attrs.find("op");
+  const std::string m = mode ? mode->s : "sum";
+  if (m != "sum" && m != "mean")
+    throw Error(Code::kUnimplemented, ir::with_loc("[all_reduce] the gradient of op '" + m +
+                                                       "' is not defined; only sum and mean are differentiable",
+                                                   n.loc));
+  return {b.op("all_reduce", {dy[0]}, n.attrs)};
+}
+
 void register_collective_ops(OpRegistry& r) {
   OpDef d{"all_reduce",
           {"x"},
@@ -40,6 +60,7 @@ void register_collective_ops(OpRegistry& r) {
           infer_all_reduce,
           "y = op over every rank of the communicator `group` of x (sum, prod, max, min, mean)"};
   d.in_place = true;  // the plugin reduces in place when y shares x's memory
+  d.bprop = all_reduce_bp;
   r.add(std::move(d));
 }
 

@@ -16,11 +16,13 @@
 //   element fits the dtype). bool has no arange.
 // - eye: "m" is normalised (never -1 when a kernel sees it); the output is
 //   (n, m) with ones at (i, i).
+// None has a differentiable input (rules::kNoGradient).
 #include <cmath>
 #include <limits>
 #include <string>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -149,32 +151,42 @@ AttrSpec shape_attr() { return {"shape", AttrType::kInts, true, {}}; }
 }  // namespace
 
 void register_creation_ops(OpRegistry& r) {
-  r.add(OpDef{"zeros", {}, {"y"}, {shape_attr(), dtype_attr()}, {}, infer_fill, "a tensor of zeros"});
-  r.add(OpDef{"ones", {}, {"y"}, {shape_attr(), dtype_attr()}, {}, infer_fill, "a tensor of ones"});
-  r.add(OpDef{"full",
-              {},
-              {"y"},
-              {shape_attr(), {"value", AttrType::kFloat, true, {}}, dtype_attr()},
-              {},
-              infer_fill,
-              "a tensor filled with value (exact for integer dtypes)"});
-  r.add(OpDef{"arange",
-              {},
-              {"y"},
-              {{"start", AttrType::kFloat, false, AttrValue::of_float(0)},
-               {"stop", AttrType::kFloat, true, {}},
-               {"step", AttrType::kFloat, false, AttrValue::of_float(1)},
-               dtype_attr()},
-              {},
-              infer_arange,
-              "start, start + step, ... below stop (numpy's length rule)"});
-  r.add(OpDef{"eye",
-              {},
-              {"y"},
-              {{"n", AttrType::kInt, true, {}}, {"m", AttrType::kInt, false, AttrValue::of_int(-1)}, dtype_attr()},
-              {},
-              infer_eye,
-              "an n x m matrix (m = -1: n x n) with ones on the diagonal"});
+  OpDef zeros{"zeros", {}, {"y"}, {shape_attr(), dtype_attr()}, {}, infer_fill, "a tensor of zeros"};
+  rules::kNoGradient.apply(zeros);
+  r.add(std::move(zeros));
+  OpDef ones{"ones", {}, {"y"}, {shape_attr(), dtype_attr()}, {}, infer_fill, "a tensor of ones"};
+  rules::kNoGradient.apply(ones);
+  r.add(std::move(ones));
+  OpDef full{"full",
+             {},
+             {"y"},
+             {shape_attr(), {"value", AttrType::kFloat, true, {}}, dtype_attr()},
+             {},
+             infer_fill,
+             "a tensor filled with value (exact for integer dtypes)"};
+  rules::kNoGradient.apply(full);
+  r.add(std::move(full));
+  OpDef arange{"arange",
+               {},
+               {"y"},
+               {{"start", AttrType::kFloat, false, AttrValue::of_float(0)},
+                {"stop", AttrType::kFloat, true, {}},
+                {"step", AttrType::kFloat, false, AttrValue::of_float(1)},
+                dtype_attr()},
+               {},
+               infer_arange,
+               "start, start + step, ... below stop (numpy's length rule)"};
+  rules::kNoGradient.apply(arange);
+  r.add(std::move(arange));
+  OpDef eye{"eye",
+            {},
+            {"y"},
+            {{"n", AttrType::kInt, true, {}}, {"m", AttrType::kInt, false, AttrValue::of_int(-1)}, dtype_attr()},
+            {},
+            infer_eye,
+            "an n x m matrix (m = -1: n x n) with ones on the diagonal"};
+  rules::kNoGradient.apply(eye);
+  r.add(std::move(eye));
 }
 
 SPORA_OP_FAMILY(register_creation_ops);

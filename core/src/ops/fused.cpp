@@ -27,7 +27,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "ops/decompose.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora::fused {
@@ -335,29 +335,6 @@ Cost fused_cost(const OpCall& call) {
   return c;
 }
 
-void register_fused(OpRegistry& r) {
-  OpDef d;
-  d.name = kOpName;
-  d.inputs = {"x"};
-  d.outputs = {"y"};
-  d.variadic = true;
-  d.attrs = {{"program", AttrType::kString, true, {}}};
-  d.dtypes = {F32, F64, F16, BF16, BOOL};
-  // No input follows the dtype list as a group (float and bool inputs mix):
-  // inference checks every input (index 1 names no input slot).
-  d.typed_inputs = {1};
-  d.infer = infer_fused;
-  d.cost = fused_cost;
-  d.in_place = true;  // blocks read every input before writing the output block
-  d.doc =
-      "elementwise ops fused into one pass: program is a list of instructions \"operands op [attr=value]\" "
-      "separated by ';', operands inK (input K), tK (result of instruction K), c:NUM (scalar constant); the "
-      "last instruction's result is the output, e.g. \"in0 sigmoid; t0 in0 mul; t1 c:1 add\". Inputs broadcast "
-      "like numpy; float inputs share one dtype (the output's), bool inputs feed logical ops and where";
-  r.add(std::move(d));
-}
-SPORA_OP_FAMILY(register_fused);
-
 // The component ops, rebuilt: what every device without a kernel runs.
 std::vector<ir::Value> decompose_fused(ir::Builder& b, const std::vector<ir::Value>& x, const Attrs& attrs) {
   const AttrValue* prog = attrs.find("program");
@@ -378,8 +355,40 @@ std::vector<ir::Value> decompose_fused(ir::Builder& b, const std::vector<ir::Val
   return {t.back()};
 }
 
-void register_decompositions() { register_decomposition(kOpName, decompose_fused); }
-SPORA_DECOMPOSITIONS(register_decompositions);
+// Gradient: exactly the decomposition's, differentiated (rules::vjp_of);
+// the result is made of the component ops, which have rules of their own.
+std::vector<ir::Value> fused_bp(ir::Builder& b, const ir::Node& node, const std::vector<ir::Value>& x,
+                                const std::vector<ir::Value>& y, const std::vector<ir::Value>& dy) {
+  const Attrs attrs = node.attrs;
+  return rules::vjp_of(b, node, x, y, dy, [attrs](ir::Builder& sb, const std::vector<ir::Value>& sx) {
+    return decompose_fused(sb, sx, attrs);
+  });
+}
+
+void register_fused(OpRegistry& r) {
+  OpDef d;
+  d.name = kOpName;
+  d.inputs = {"x"};
+  d.outputs = {"y"};
+  d.variadic = true;
+  d.attrs = {{"program", AttrType::kString, true, {}}};
+  d.dtypes = {F32, F64, F16, BF16, BOOL};
+  // No input follows the dtype list as a group (float and bool inputs mix):
+  // inference checks every input (index 1 names no input slot).
+  d.typed_inputs = {1};
+  d.infer = infer_fused;
+  d.cost = fused_cost;
+  d.in_place = true;  // blocks read every input before writing the output block
+  d.decompose = decompose_fused;
+  d.bprop = fused_bp;
+  d.doc =
+      "elementwise ops fused into one pass: program is a list of instructions \"operands op [attr=value]\" "
+      "separated by ';', operands inK (input K), tK (result of instruction K), c:NUM (scalar constant); the "
+      "last instruction's result is the output, e.g. \"in0 sigmoid; t0 in0 mul; t1 c:1 add\". Inputs broadcast "
+      "like numpy; float inputs share one dtype (the output's), bool inputs feed logical ops and where";
+  r.add(std::move(d));
+}
+SPORA_OP_FAMILY(register_fused);
 
 }  // namespace
 }  // namespace spora::fused

@@ -13,14 +13,26 @@
 //     non-negative entry per output dim; out.dims[d] = in.dims[d] * reps[d].
 //   flip: attrs.axes are non-negative, sorted and unique (empty: none flip;
 //     the user's "empty = all" is expanded here).
+//
+// Gradient rules: the adjoint undoes the data movement (tile sums over the
+// repetitions). Each is built from ops that have rules themselves, so
+// gradients of gradients work too.
 #include <algorithm>
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
+
+using rules::GradBuilder;
+using rules::product;
+using rules::Rules;
+using rules::shape_of;
+using rules::V;
+using rules::Value;
 
 // Shape from dims, failing (naming the op) on rank or element-count overflow.
 Shape make_shape(const std::vector<int64_t>& dims, const std::string& op) {
@@ -201,13 +213,66 @@ void infer_flip(const OpDef& op, const TensorMeta* in, OpCall& call) {
   call.result[0] = s;
 }
 
+
+// ---- gradient rules ------------------------------------------------------------
+
+// reshape, expand_dims, squeeze: the adjoint takes x's shape back.
+V reshape_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {b.reshape(dy[0], b.meta(x[0]).shape)};
+}
+
+V transpose_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  const auto& perm = n.attrs.get_ints("perm");
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[static_cast<size_t>(perm[i])] = static_cast<int64_t>(i);
+  Attrs a;
+  a.set("perm", AttrValue::of_ints(inv));
+  return {b.op("transpose", {dy[0]}, a)};
+}
+
+V broadcast_to_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  return {b.sum_to(dy[0], b.meta(x[0]).shape)};
+}
+
+// y = tile(x, reps) over x padded with leading 1s: along each repeated dim
+// the adjoint is (outer, reps, dim, inner) summed over the repetitions.
+V tile_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Shape s = b.meta(x[0]).shape;
+  const auto& reps = n.attrs.get_ints("reps");
+  const int rank = static_cast<int>(reps.size());
+  const Shape padded = pad_to_rank(s, rank);
+  Value g = dy[0];
+  Shape cur = b.meta(g).shape;
+  for (int d = 0; d < rank; ++d) {
+    const int64_t r = reps[static_cast<size_t>(d)];
+    if (r == 1) continue;
+    const int64_t outer = product(cur, 0, d), inner = product(cur, d + 1, cur.rank);
+    g = b.reshape(g, shape_of({outer, r, padded.dims[d], inner}));
+    Attrs a;
+    a.set("axes", AttrValue::of_ints({1}));
+    g = b.op("sum", {g}, a);
+    cur.dims[d] = padded.dims[d];
+    g = b.reshape(g, cur);
+  }
+  return {b.reshape(g, s)};
+}
+
+V flip_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  // Empty normalised axes means nothing was flipped (the user's "all" is
+  // already expanded).
+  if (n.attrs.get_ints("axes").empty()) return {dy[0]};
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(n.attrs.get_ints("axes")));
+  return {b.op("flip", {dy[0]}, a)};
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
   const std::vector<DType> all = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                   SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};
   const AttrValue none = AttrValue::of_ints({});
-  auto add = [&](const char* name, AttrSpec attr, InferFn infer, const char* doc) {
+  auto add = [&](const char* name, AttrSpec attr, InferFn infer, const char* doc, const Rules& rules) {
     OpDef d;
     d.name = name;
     d.inputs = {"x"};
@@ -216,21 +281,22 @@ void register_layout_ops(OpRegistry& r) {
     d.dtypes = all;
     d.infer = infer;
     d.doc = doc;
+    rules.apply(d);
     r.add(std::move(d));
   };
   add("reshape", {"shape", AttrType::kInts, true, {}}, infer_reshape,
-      "same data, new shape (one dim may be -1); returns a view");
+      "same data, new shape (one dim may be -1); returns a view", {reshape_bp});
   add("expand_dims", {"axes", AttrType::kInts, true, {}}, infer_expand_dims,
-      "inserts size-1 dims at axes (an int or ints, positions in the result); returns a view");
+      "inserts size-1 dims at axes (an int or ints, positions in the result); returns a view", {reshape_bp});
   add("squeeze", {"axes", AttrType::kInts, false, none}, infer_squeeze,
-      "removes size-1 dims (every one when axes is empty); returns a view");
+      "removes size-1 dims (every one when axes is empty); returns a view", {reshape_bp});
   add("transpose", {"perm", AttrType::kInts, false, none}, infer_transpose,
-      "permutes dims (reverses them when perm is empty)");
+      "permutes dims (reverses them when perm is empty)", {transpose_bp});
   add("broadcast_to", {"shape", AttrType::kInts, true, {}}, infer_broadcast_to,
-      "repeats x along size-1 and missing leading dims to reach shape (numpy rules)");
-  add("tile", {"reps", AttrType::kInts, true, {}}, infer_tile, "repeats x reps[d] times along each dim (numpy.tile)");
+      "repeats x along size-1 and missing leading dims to reach shape (numpy rules)", {broadcast_to_bp});
+  add("tile", {"reps", AttrType::kInts, true, {}}, infer_tile, "repeats x reps[d] times along each dim (numpy.tile)", {tile_bp});
   add("flip", {"axes", AttrType::kInts, false, none}, infer_flip,
-      "reverses the order of elements along axes (all when empty)");
+      "reverses the order of elements along axes (all when empty)", {flip_bp});
 }
 
 SPORA_OP_FAMILY(register_layout_ops);

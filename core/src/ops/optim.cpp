@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -220,6 +221,9 @@ OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::st
   d.variadic = true;
   d.dynamic_outputs = true;
   d.cost = cost;
+  // Not differentiable: they run after the gradients are taken, on values
+  // no loss depends on.
+  rules::kNoGradient.apply(d);
   return d;
 }
 

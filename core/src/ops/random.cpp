@@ -39,6 +39,7 @@
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -168,58 +169,87 @@ AttrSpec seed_attr() { return {"seed", AttrType::kInt, true, {}}; }
 AttrSpec offset_attr() { return {"offset", AttrType::kInt, false, AttrValue::of_int(0)}; }
 AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat, false, AttrValue::of_float(v)}; }
 
+// ---- gradient rules ------------------------------------------------------------
+// Sampling ops have no differentiable inputs; dropout's adjoint is dy on the
+// kept elements scaled like the forward pass (dx = dy * mask / (1 - p)).
+
+using rules::GradBuilder;
+using rules::Rules;
+using rules::V;
+using rules::Value;
+
+V dropout_bp(GradBuilder& b, const ir::Node& n, const V&, const V& y, const V& dy) {
+  if (!dy[0].valid()) return {Value{}};
+  // Inference (and p = 0, which inference canonicalises to it) copies x.
+  if (!n.attrs.get_bool("training")) return {dy[0]};
+  const double p = n.attrs.get_float("p");
+  const DType d = b.meta(dy[0]).dtype;
+  const Value zero = b.scalar(0, d);
+  if (p >= 1) return {b.op("where", {y[1], zero, zero})};  // everything dropped; keeps dy's shape
+  const Value scaled = b.op("mul", {dy[0], b.scalar(1.0 / (1.0 - p), d)});
+  return {b.op("where", {y[1], scaled, zero})};
+}
+
 }  // namespace
 
 void register_random_ops(OpRegistry& r) {
   const std::vector<DType> floats = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
-  r.add(OpDef{"uniform",
-              {},
-              {"y"},
-              {shape_attr(), float_attr("low", 0), float_attr("high", 1), dtype_attr(), seed_attr(), offset_attr()},
-              {},
-              infer_uniform,
-              "uniform samples in [low, high) from the Philox stream (seed, offset)",
-              {},
-              false,
-              false,
-              uniform_cost});
-  r.add(OpDef{"normal",
-              {},
-              {"y"},
-              {shape_attr(), float_attr("mean", 0), float_attr("std", 1), dtype_attr(), seed_attr(), offset_attr()},
-              {},
-              infer_normal,
-              "normal samples (Box-Muller) from the Philox stream (seed, offset)",
-              {},
-              false,
-              false,
-              normal_cost});
-  r.add(OpDef{"truncated_normal",
-              {},
-              {"y"},
-              {shape_attr(), float_attr("mean", 0), float_attr("std", 1), float_attr("a", -2), float_attr("b", 2),
-               dtype_attr(), seed_attr(), offset_attr()},
-              {},
-              infer_truncated_normal,
-              "normal samples restricted to [mean + a*std, mean + b*std] (inverse CDF), from the Philox stream",
-              {},
-              false,
-              false,
-              truncated_normal_cost});
-  r.add(OpDef{"dropout",
-              {"x"},
-              {"y", "mask"},
-              {{"p", AttrType::kFloat, true, {}},
-               {"training", AttrType::kBool, false, AttrValue::of_bool(true)},
-               seed_attr(),
-               offset_attr()},
-              floats,
-              infer_dropout,
-              "zeroes each element with probability p and scales the rest by 1/(1-p); mask (bool) marks kept ones",
-              {},
-              false,
-              false,
-              dropout_cost});
+  OpDef uniform{"uniform",
+                {},
+                {"y"},
+                {shape_attr(), float_attr("low", 0), float_attr("high", 1), dtype_attr(), seed_attr(), offset_attr()},
+                {},
+                infer_uniform,
+                "uniform samples in [low, high) from the Philox stream (seed, offset)",
+                {},
+                false,
+                false,
+                uniform_cost};
+  rules::kNoGradient.apply(uniform);
+  r.add(std::move(uniform));
+  OpDef normal{"normal",
+               {},
+               {"y"},
+               {shape_attr(), float_attr("mean", 0), float_attr("std", 1), dtype_attr(), seed_attr(), offset_attr()},
+               {},
+               infer_normal,
+               "normal samples (Box-Muller) from the Philox stream (seed, offset)",
+               {},
+               false,
+               false,
+               normal_cost};
+  rules::kNoGradient.apply(normal);
+  r.add(std::move(normal));
+  OpDef truncated_normal{"truncated_normal",
+                         {},
+                         {"y"},
+                         {shape_attr(), float_attr("mean", 0), float_attr("std", 1), float_attr("a", -2), float_attr("b", 2),
+                          dtype_attr(), seed_attr(), offset_attr()},
+                         {},
+                         infer_truncated_normal,
+                         "normal samples restricted to [mean + a*std, mean + b*std] (inverse CDF), from the Philox stream",
+                         {},
+                         false,
+                         false,
+                         truncated_normal_cost};
+  rules::kNoGradient.apply(truncated_normal);
+  r.add(std::move(truncated_normal));
+  OpDef dropout{"dropout",
+                {"x"},
+                {"y", "mask"},
+                {{"p", AttrType::kFloat, true, {}},
+                 {"training", AttrType::kBool, false, AttrValue::of_bool(true)},
+                 seed_attr(),
+                 offset_attr()},
+                floats,
+                infer_dropout,
+                "zeroes each element with probability p and scales the rest by 1/(1-p); mask (bool) marks kept ones",
+                {},
+                false,
+                false,
+                dropout_cost};
+  Rules{dropout_bp}.apply(dropout);
+  r.add(std::move(dropout));
 }
 
 SPORA_OP_FAMILY(register_random_ops);

@@ -14,13 +14,23 @@
 //   largest, last otherwise), like torch's stable sort. sorted: they come
 //   in that order; otherwise in increasing index order, which is just as
 //   deterministic and cheaper.
+//
+// Gradient rules: cumsum's adjoint is the running sum the other way; topk's
+// sends the values' adjoint back to the positions they were taken from (the
+// indices have none).
 #include <cmath>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
+
+using rules::GradBuilder;
+using rules::Rules;
+using rules::V;
+using rules::Value;
 
 const std::vector<DType> kArith = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                    SPORA_DTYPE_I32, SPORA_DTYPE_I64};
@@ -84,36 +94,62 @@ Cost topk_cost(const OpCall& c) {
   return cost;
 }
 
+// ---- gradient rules ------------------------------------------------------------
+
+// The transpose of a running sum is the running sum in the other direction
+// (exclusive stays exclusive).
+V cumsum_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  Attrs a = n.attrs;
+  a.set("reverse", AttrValue::of_bool(!n.attrs.get_bool("reverse")));
+  return {b.op("cumsum", {dy[0]}, a)};
+}
+
+// The values' adjoint goes back to the positions they were taken from.
+V topk_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  if (!dy[0].valid()) return {Value{}};
+  const TensorMeta m = b.meta(x[0]);
+  Attrs z;
+  z.set("shape", AttrValue::of_ints(std::vector<int64_t>(m.shape.dims, m.shape.dims + m.shape.rank)));
+  z.set("dtype", AttrValue::of_string(dtype_name(m.dtype)));
+  Attrs a;
+  a.set("axis", AttrValue::of_int(n.attrs.get_int("axis")));
+  return {b.op("scatter_add", {b.op("zeros", {}, z), y[1], dy[0]}, a)};
+}
+
 }  // namespace
 
 void register_scan_ops(OpRegistry& r) {
-  r.add(OpDef{"cumsum",
-              {"x"},
-              {"y"},
-              {{"axis", AttrType::kInt, false, AttrValue::of_int(-1)},
-               {"exclusive", AttrType::kBool, false, AttrValue::of_bool(false)},
-               {"reverse", AttrType::kBool, false, AttrValue::of_bool(false)}},
-              kArith,
-              infer_cumsum,
-              "running sum along axis (exclusive: shifted by one; reverse: from the end); integers wrap around",
-              {},
-              false,
-              false,
-              cumsum_cost});
-  r.add(OpDef{"topk",
-              {"x"},
-              {"values", "indices"},
-              {{"k", AttrType::kInt, true, {}},
-               {"axis", AttrType::kInt, false, AttrValue::of_int(-1)},
-               {"largest", AttrType::kBool, false, AttrValue::of_bool(true)},
-               {"sorted", AttrType::kBool, false, AttrValue::of_bool(true)}},
-              kOrdered,
-              infer_topk,
-              "the k largest (smallest) elements along axis and their i64 indices; ties to the lower index",
-              {},
-              false,
-              false,
-              topk_cost});
+  OpDef cumsum{"cumsum",
+               {"x"},
+               {"y"},
+               {{"axis", AttrType::kInt, false, AttrValue::of_int(-1)},
+                {"exclusive", AttrType::kBool, false, AttrValue::of_bool(false)},
+                {"reverse", AttrType::kBool, false, AttrValue::of_bool(false)}},
+               kArith,
+               infer_cumsum,
+               "running sum along axis (exclusive: shifted by one; reverse: from the end); integers wrap around",
+               {},
+               false,
+               false,
+               cumsum_cost};
+  Rules{cumsum_bp}.apply(cumsum);
+  r.add(std::move(cumsum));
+  OpDef topk{"topk",
+             {"x"},
+             {"values", "indices"},
+             {{"k", AttrType::kInt, true, {}},
+              {"axis", AttrType::kInt, false, AttrValue::of_int(-1)},
+              {"largest", AttrType::kBool, false, AttrValue::of_bool(true)},
+              {"sorted", AttrType::kBool, false, AttrValue::of_bool(true)}},
+             kOrdered,
+             infer_topk,
+             "the k largest (smallest) elements along axis and their i64 indices; ties to the lower index",
+             {},
+             false,
+             false,
+             topk_cost};
+  Rules{topk_bp}.apply(topk);
+  r.add(std::move(topk));
 }
 
 SPORA_OP_FAMILY(register_scan_ops);
