@@ -25,11 +25,22 @@
 //    input_shape / weight_shape / output_padding stay in the attributes (so
 //    canonical attributes re-infer to the same call) but kernels never need
 //    them: the operand shapes carry them.
+//
+// Gradient rules: conv2d/conv2d_bias use conv2d_grad_input/conv2d_grad_weight
+// (the bias's gradient sums dy over N, H, W). The grads are bilinear, and
+// their adjoints are convolutions again:
+//   conv2d_grad_input(dy, w):  d(dy) = conv2d(g, w),  dw = conv2d_grad_weight(g, dy)
+//   conv2d_grad_weight(x, dy): dx = conv2d_grad_input(dy, g), d(dy) = conv2d(x, g)
+// conv2d_transpose(x, w) is the adjoint of conv2d(., w) (cropped to x's size
+// where output_padding made the transposed output larger than conv2d's
+// input would need): dx = conv2d(g, w) cropped, dw = conv2d_grad_weight(g, x
+// zero-padded to conv2d(g, w)'s size).
 #include <algorithm>
 #include <array>
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -287,69 +298,132 @@ std::vector<AttrSpec> with(std::vector<AttrSpec> v, AttrSpec extra) {
   return v;
 }
 
+// ---- gradient rules ------------------------------------------------------------
+
+using rules::attrs_from;
+using rules::dims_of;
+using rules::GradBuilder;
+using rules::shape_attr;
+using rules::V;
+using rules::Value;
+using rules::Rules;
+
+V conv2d_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Value dx = b.op("conv2d_grad_input", {dy[0], x[1]}, attrs_from(n.attrs, {}, {{"input_shape", shape_attr(b, x[0])}}));
+  const Value dw =
+      b.op("conv2d_grad_weight", {x[0], dy[0]}, attrs_from(n.attrs, {}, {{"weight_shape", shape_attr(b, x[1])}}));
+  if (x.size() == 2) return {dx, dw};
+  Attrs s;
+  s.set("axes", AttrValue::of_ints({0, 2, 3}));
+  return {dx, dw, b.op("sum", {dy[0]}, s)};
+}
+
+V conv2d_grad_input_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Value ddy = b.op("conv2d", {dy[0], x[1]}, attrs_from(n.attrs, {"input_shape"}));
+  const Value dw = b.op("conv2d_grad_weight", {dy[0], x[0]},
+                        attrs_from(n.attrs, {"input_shape"}, {{"weight_shape", shape_attr(b, x[1])}}));
+  return {ddy, dw};
+}
+
+V conv2d_grad_weight_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Value dx = b.op("conv2d_grad_input", {x[1], dy[0]},
+                        attrs_from(n.attrs, {"weight_shape"}, {{"input_shape", shape_attr(b, x[0])}}));
+  const Value ddy = b.op("conv2d", {x[0], dy[0]}, attrs_from(n.attrs, {"weight_shape"}));
+  return {dx, ddy};
+}
+
+V conv2d_transpose_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const Shape xs = b.meta(x[0]).shape;
+  const Attrs conv = attrs_from(n.attrs, {"output_padding"}, {{"pad_mode", AttrValue::of_string("explicit")}});
+  Value dx = b.op("conv2d", {dy[0], x[1]}, conv);
+  const Shape full = b.meta(dx).shape;  // >= x's spatial size
+  Value xp = x[0];
+  if (full != xs) {
+    Attrs s;
+    s.set("starts", AttrValue::of_ints({0, 0, 0, 0}));
+    s.set("ends", AttrValue::of_ints(dims_of(xs)));
+    dx = b.op("slice", {dx}, s);
+    Attrs p;
+    p.set("pads", AttrValue::of_ints({0, 0, 0, 0, 0, full.dims[2] - xs.dims[2], 0, full.dims[3] - xs.dims[3]}));
+    xp = b.op("pad", {x[0]}, p);
+  }
+  Attrs gw = conv;
+  gw.set("weight_shape", shape_attr(b, x[1]));
+  return {dx, b.op("conv2d_grad_weight", {dy[0], xp}, gw)};
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
-  r.add(OpDef{"conv2d",
-              {"x", "w"},
-              {"y"},
-              conv_attrs(),
-              kFloat,
-              infer_conv2d,
-              "2-D cross-correlation, NCHW; w is (O, C/groups, kH, kW); padding (1, 2 or 4 values: top, bottom, "
-              "left, right) or pad_mode \"same\" | \"valid\"",
-              {},
-              false,
-              false,
-              forward_cost});
-  r.add(OpDef{"conv2d_bias",
-              {"x", "w", "b"},
-              {"y"},
-              conv_attrs(),
-              kFloat,
-              infer_conv2d,
-              "conv2d plus a per-output-channel bias b (O,)",
-              {},
-              false,
-              false,
-              forward_cost});
-  r.add(OpDef{"conv2d_grad_input",
-              {"dy", "w"},
-              {"dx"},
-              with(conv_attrs(), {"input_shape", AttrType::kInts, true, {}}),
-              kFloat,
-              infer_grad_input,
-              "gradient of conv2d with respect to x (shape input_shape), given dy and w",
-              {},
-              false,
-              false,
-              grad_input_cost});
-  r.add(OpDef{"conv2d_grad_weight",
-              {"x", "dy"},
-              {"dw"},
-              with(conv_attrs(), {"weight_shape", AttrType::kInts, true, {}}),
-              kFloat,
-              infer_grad_weight,
-              "gradient of conv2d with respect to w (shape weight_shape), given x and dy",
-              {},
-              false,
-              false,
-              grad_weight_cost});
-  r.add(OpDef{"conv2d_transpose",
-              {"x", "w"},
-              {"y"},
-              {{"stride", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-               {"padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-               {"output_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-               {"dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-               {"groups", AttrType::kInt, false, AttrValue::of_int(1)}},
-              kFloat,
-              infer_transpose,
-              "transposed 2-D convolution (PyTorch ConvTranspose2d), NCHW; w is (C_in, C_out/groups, kH, kW)",
-              {},
-              false,
-              false,
-              grad_input_cost});
+  auto reg = [&r](OpDef d, const Rules& rules) {
+    rules.apply(d);
+    r.add(std::move(d));
+  };
+  reg(OpDef{"conv2d",
+            {"x", "w"},
+            {"y"},
+            conv_attrs(),
+            kFloat,
+            infer_conv2d,
+            "2-D cross-correlation, NCHW; w is (O, C/groups, kH, kW); padding (1, 2 or 4 values: top, bottom, "
+            "left, right) or pad_mode \"same\" | \"valid\"",
+            {},
+            false,
+            false,
+            forward_cost},
+      {conv2d_bp});
+  reg(OpDef{"conv2d_bias",
+            {"x", "w", "b"},
+            {"y"},
+            conv_attrs(),
+            kFloat,
+            infer_conv2d,
+            "conv2d plus a per-output-channel bias b (O,)",
+            {},
+            false,
+            false,
+            forward_cost},
+      {conv2d_bp});
+  reg(OpDef{"conv2d_grad_input",
+            {"dy", "w"},
+            {"dx"},
+            with(conv_attrs(), {"input_shape", AttrType::kInts, true, {}}),
+            kFloat,
+            infer_grad_input,
+            "gradient of conv2d with respect to x (shape input_shape), given dy and w",
+            {},
+            false,
+            false,
+            grad_input_cost},
+      {conv2d_grad_input_bp});
+  reg(OpDef{"conv2d_grad_weight",
+            {"x", "dy"},
+            {"dw"},
+            with(conv_attrs(), {"weight_shape", AttrType::kInts, true, {}}),
+            kFloat,
+            infer_grad_weight,
+            "gradient of conv2d with respect to w (shape weight_shape), given x and dy",
+            {},
+            false,
+            false,
+            grad_weight_cost},
+      {conv2d_grad_weight_bp});
+  reg(OpDef{"conv2d_transpose",
+            {"x", "w"},
+            {"y"},
+            {{"stride", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
+             {"padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
+             {"output_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
+             {"dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
+             {"groups", AttrType::kInt, false, AttrValue::of_int(1)}},
+            kFloat,
+            infer_transpose,
+            "transposed 2-D convolution (PyTorch ConvTranspose2d), NCHW; w is (C_in, C_out/groups, kH, kW)",
+            {},
+            false,
+            false,
+            grad_input_cost},
+      {conv2d_transpose_bp});
 }
 
 SPORA_OP_FAMILY(register_conv_ops);

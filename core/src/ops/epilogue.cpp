@@ -25,12 +25,22 @@
 // for linear). All operands share one float dtype.
 //
 // The epilogue_fusion pass (core/src/passes/epilogue_fusion.cpp) makes these
-// ops; every device without a kernel runs the decomposition below, and the
-// gradient rule lives in core/src/autodiff/bprop_epilogue.cpp.
+// ops; every device without a kernel runs the decomposition below. Each op
+// is registered with its decomposition and its gradient rule.
+//
+// Gradient: y = act(pre), pre = base(x, w, b) [+ r]. The adjoint of pre
+// comes from y wherever the activation allows it, so the base op is not
+// recomputed:
+//   relu:    dy where y > 0 (y > 0 exactly where pre > 0, NaN included)
+//   sigmoid: dy * y * (1 - y)      tanh: dy * (1 - y^2)      none: dy
+// gelu needs pre itself: it is rebuilt (the op's decomposition without the
+// activation) and gelu's own rule is applied. The base op's rule (linear's
+// or conv2d_bias's) then gives dx, dw, db; the residual's adjoint is dpre.
+// Everything is built from ops with rules of their own (higher order works).
 #include <string>
 
-#include "ops/decompose.h"
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -105,40 +115,16 @@ std::vector<AttrSpec> conv_attrs() {
           {"groups", AttrType::kInt, false, AttrValue::of_int(1)}};
 }
 
-OpDef def(const char* name, bool conv, bool residual, const char* doc) {
-  OpDef d;
-  d.name = name;
-  d.inputs = {"x", "w", "b"};
-  if (residual) d.inputs.push_back("residual");
-  d.outputs = {"y"};
-  if (conv) d.attrs = conv_attrs();
-  d.attrs.push_back({"activation", AttrType::kString, false, AttrValue::of_string("none")});
-  d.dtypes = kFloat;
-  d.infer = infer_epilogue;
-  d.doc = doc;
-  d.cost = epilogue_cost;
-  return d;
-}
+// ---- decomposition -------------------------------------------------------------
 
-void register_epilogue_ops(OpRegistry& r) {
-  r.add(def("linear_act", false, false,
-            "act(x @ w^T + b): linear with a fused activation (relu, gelu, gelu_tanh, sigmoid, tanh, none)"));
-  r.add(def("linear_add_act", false, true,
-            "act(x @ w^T + b + residual): linear with a fused residual add and activation; residual has the "
-            "output's shape"));
-  r.add(def("conv2d_act", true, false,
-            "act(conv2d(x, w) + b): conv2d_bias with a fused activation (relu, gelu, gelu_tanh, sigmoid, tanh, "
-            "none)"));
-  r.add(def("conv2d_add_act", true, true,
-            "act(conv2d(x, w) + b + residual): conv2d_bias with a fused residual add and activation (ResNet "
-            "order); residual has the output's shape"));
-}
-SPORA_OP_FAMILY(register_epilogue_ops);
-
-// ---- decompositions --------------------------------------------------------
-
-using ir::Value;
-using V = std::vector<Value>;
+using rules::add;
+using rules::GradBuilder;
+using rules::k;
+using rules::mul;
+using rules::Rules;
+using rules::sub;
+using rules::V;
+using rules::Value;
 
 Value activation(ir::Builder& b, Value y, const std::string& act) {
   if (act == "none") return y;
@@ -167,13 +153,85 @@ V decompose(ir::Builder& b, const V& x, const Attrs& a, bool conv) {
 V decompose_linear(ir::Builder& b, const V& x, const Attrs& a) { return decompose(b, x, a, false); }
 V decompose_conv(ir::Builder& b, const V& x, const Attrs& a) { return decompose(b, x, a, true); }
 
-void register_all() {
-  register_decomposition("linear_act", decompose_linear);
-  register_decomposition("linear_add_act", decompose_linear);
-  register_decomposition("conv2d_act", decompose_conv);
-  register_decomposition("conv2d_add_act", decompose_conv);
+// ---- gradient rule -------------------------------------------------------------
+
+bool is_conv(const ir::Node& n) { return n.op->name.compare(0, 6, "conv2d") == 0; }
+
+// A node standing for the base op (linear or conv2d_bias) of `n`: the rules
+// read only its op and attributes.
+ir::Node base_node(const ir::Node& n) {
+  ir::Node base;
+  base.kind = ir::NodeKind::kApply;
+  base.op = OpRegistry::get().find(is_conv(n) ? "conv2d_bias" : "linear");
+  if (!base.op) fail(Code::kInternal, "[{}] base op not registered", n.op->name);
+  for (const auto& [name, v] : n.attrs.items())
+    if (name != "activation") base.attrs.set(name, v);
+  base.loc = n.loc;
+  return base;
 }
-SPORA_DECOMPOSITIONS(register_all);
+
+V epilogue_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  const AttrValue* a = n.attrs.find("activation");
+  const std::string act = a ? a->s : "none";
+  const ir::Node base = base_node(n);
+  Value g = dy[0];
+  if (act == "relu") {
+    g = b.op("where", {b.op("greater", {y[0], k(b, 0, y[0])}), g, k(b, 0, g)});
+  } else if (act == "sigmoid") {
+    g = mul(b, g, mul(b, y[0], sub(b, k(b, 1, y[0]), y[0])));
+  } else if (act == "tanh") {
+    g = mul(b, g, sub(b, k(b, 1, y[0]), mul(b, y[0], y[0])));
+  } else if (act == "gelu" || act == "gelu_tanh") {
+    Value pre = b.op(base.op->name.c_str(), {x[0], x[1], x[2]}, base.attrs);
+    if (x.size() == 4) pre = add(b, pre, x[3]);
+    ir::Node gelu;
+    gelu.kind = ir::NodeKind::kApply;
+    gelu.op = OpRegistry::get().find("gelu");
+    gelu.attrs.set("approximate", AttrValue::of_string(act == "gelu" ? "none" : "tanh"));
+    gelu.loc = n.loc;
+    if (!gelu.op || !gelu.op->bprop) fail(Code::kInternal, "[{}] gelu has no gradient rule", n.op->name);
+    g = gelu.op->bprop(b, gelu, {pre}, {y[0]}, {g})[0];
+  } else if (act != "none") {
+    fail(Code::kInternal, "[{}] no gradient for activation \"{}\"", n.op->name, act);
+  }
+  if (!base.op->bprop) fail(Code::kInternal, "[{}] {} has no gradient rule", n.op->name, base.op->name);
+  V d = base.op->bprop(b, base, {x[0], x[1], x[2]}, {}, {g});
+  if (x.size() == 4) d.push_back(g);
+  return d;
+}
+
+// ---- registration --------------------------------------------------------------
+
+OpDef def(const char* name, bool conv, bool residual, const char* doc) {
+  OpDef d;
+  d.name = name;
+  d.inputs = {"x", "w", "b"};
+  if (residual) d.inputs.push_back("residual");
+  d.outputs = {"y"};
+  if (conv) d.attrs = conv_attrs();
+  d.attrs.push_back({"activation", AttrType::kString, false, AttrValue::of_string("none")});
+  d.dtypes = kFloat;
+  d.infer = infer_epilogue;
+  d.doc = doc;
+  d.cost = epilogue_cost;
+  Rules{epilogue_bp, conv ? decompose_conv : decompose_linear}.apply(d);
+  return d;
+}
+
+void register_epilogue_ops(OpRegistry& r) {
+  r.add(def("linear_act", false, false,
+            "act(x @ w^T + b): linear with a fused activation (relu, gelu, gelu_tanh, sigmoid, tanh, none)"));
+  r.add(def("linear_add_act", false, true,
+            "act(x @ w^T + b + residual): linear with a fused residual add and activation; residual has the "
+            "output's shape"));
+  r.add(def("conv2d_act", true, false,
+            "act(conv2d(x, w) + b): conv2d_bias with a fused activation (relu, gelu, gelu_tanh, sigmoid, tanh, "
+            "none)"));
+  r.add(def("conv2d_add_act", true, true,
+            "act(conv2d(x, w) + b + residual): conv2d_bias with a fused residual add and activation (ResNet "
+            "order); residual has the output's shape"));
+}
+SPORA_OP_FAMILY(register_epilogue_ops);
 
 }  // namespace
 }  // namespace spora

@@ -21,10 +21,18 @@
 //    target outside [0, C) that is not ignore_index makes that sample's loss
 //    NaN (and so a reduced loss NaN); kernels check every index before using
 //    it and never read outside the scores.
+//
+// Gradient rules (cross_entropy and nll_loss): per sample the loss is
+// (1 - eps) * -lp[target] - eps * mean_c(lp[c]) for kept samples, 0 for
+// ignored ones; "mean" divides by the number of kept samples. Targets get
+// no gradient. A target outside [0, C) that is not ignored makes the loss
+// NaN; such a sample contributes only its label-smoothing term here.
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -85,20 +93,104 @@ Cost loss_cost(const OpCall& c) {
   return Cost{4 * n, es * n + 8.0 * static_cast<double>(c.in[1].shape.numel())};
 }
 
-void add(OpRegistry& r, const char* name, const char* scores, const char* doc) {
-  r.add(OpDef{name,
-              {scores, "target"},
-              {"loss"},
-              {{"label_smoothing", AttrType::kFloat, false, AttrValue::of_float(0)},
-               {"reduction", AttrType::kString, false, AttrValue::of_string("mean")},
-               {"ignore_index", AttrType::kInt, false, AttrValue::of_int(-100)}},
-              {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
-              infer_loss,
-              doc,
-              {0},
-              false,
-              false,
-              loss_cost});
+// ---- gradient rules ------------------------------------------------------------
+
+using rules::axis_attr;
+using rules::cast;
+using rules::dims_of;
+using rules::div;
+using rules::GradBuilder;
+using rules::k;
+using rules::mul;
+using rules::Rules;
+using rules::sub;
+using rules::V;
+using rules::Value;
+
+Value i64_scalar(GradBuilder& b, int64_t v, const ir::SourceLoc& loc) {
+  std::vector<uint8_t> bytes(sizeof(int64_t));
+  std::memcpy(bytes.data(), &v, sizeof v);
+  return b.graph().add_constant(SPORA_DTYPE_I64, Shape(), std::move(bytes), loc);
+}
+
+// The adjoint of the per-class scores lp (log-probabilities) of nll_loss.
+Value nll_adjoint(GradBuilder& b, const ir::Node& n, Value scores, Value target, Value dloss) {
+  const TensorMeta sm = b.meta(scores);
+  const DType d = sm.dtype;
+  const Shape ts = b.meta(target).shape;
+  const int class_dim = sm.shape.rank == 1 ? 0 : 1;
+  const int64_t classes = sm.shape.dims[class_dim];
+  const double eps = n.attrs.get_float("label_smoothing");
+  const std::string reduction = n.attrs.find("reduction")->s;
+  const Value t = cast(b, target, SPORA_DTYPE_I64);
+  const Value keep = b.op("not_equal", {t, i64_scalar(b, n.attrs.get_int("ignore_index"), n.loc)});
+  // Each sample's weight: dloss (none), the broadcast dloss (sum), or dloss
+  // over the number of kept samples (mean); 0 for ignored samples.
+  Value w = dloss;
+  if (reduction == "mean") w = div(b, dloss, rules::sum_axes(b, cast(b, keep, d), {}, false));
+  w = b.op("where", {keep, w, k(b, 0, dloss)});
+  // -(1 - eps) at the target (none for targets outside [0, C), which the
+  // kernel makes NaN), -eps / C everywhere.
+  const Value valid = b.op("logical_and", {b.op("greater_equal", {t, i64_scalar(b, 0, n.loc)}),
+                                           b.op("less", {t, i64_scalar(b, classes, n.loc)})});
+  Attrs oh;
+  oh.set("depth", AttrValue::of_int(classes));
+  oh.set("dtype", AttrValue::of_string(dtype_name(d)));
+  oh.set("on_value", AttrValue::of_float(-(1 - eps)));
+  oh.set("off_value", AttrValue::of_float(0));
+  Value pick = b.op("one_hot", {b.op("where", {valid, t, i64_scalar(b, classes, n.loc)})}, oh);
+  if (sm.shape.rank > 2) {  // (N, S..., C) -> (N, C, S...)
+    std::vector<int64_t> perm = {0, sm.shape.rank - 1};
+    for (int i = 1; i + 1 < sm.shape.rank; ++i) perm.push_back(i);
+    Attrs p;
+    p.set("perm", AttrValue::of_ints(perm));
+    pick = b.op("transpose", {pick}, p);
+  }
+  if (eps != 0 && classes > 0) pick = sub(b, pick, b.scalar(eps / static_cast<double>(classes), d));
+  // The weight with the class dim inserted, against (N, C, S...).
+  Shape ws;
+  for (int i = 0; i < ts.rank; ++i) {
+    if (i == class_dim) ws.push_back(1);
+    ws.push_back(ts.dims[i]);
+  }
+  if (ts.rank == class_dim) ws.push_back(1);
+  w = b.reshape(w, ws);
+  Value g = mul(b, pick, w);
+  if (b.meta(g).shape != sm.shape) {
+    Attrs bc;
+    bc.set("shape", AttrValue::of_ints(dims_of(sm.shape)));
+    g = b.op("broadcast_to", {g}, bc);
+  }
+  return g;
+}
+
+V nll_loss_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  return {nll_adjoint(b, n, x[0], x[1], dy[0]), Value{}};
+}
+
+V cross_entropy_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const int64_t class_dim = b.meta(x[0]).shape.rank == 1 ? 0 : 1;
+  const Value lp = b.op("log_softmax", {x[0]}, axis_attr(class_dim));
+  const Value dlp = nll_adjoint(b, n, lp, x[1], dy[0]);
+  return {b.op("log_softmax_grad", {lp, dlp}, axis_attr(class_dim)), Value{}};
+}
+
+void add(OpRegistry& r, const char* name, const char* scores, const char* doc, const Rules& rules) {
+  OpDef d{name,
+          {scores, "target"},
+          {"loss"},
+          {{"label_smoothing", AttrType::kFloat, false, AttrValue::of_float(0)},
+           {"reduction", AttrType::kString, false, AttrValue::of_string("mean")},
+           {"ignore_index", AttrType::kInt, false, AttrValue::of_int(-100)}},
+          {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16},
+          infer_loss,
+          doc,
+          {0},
+          false,
+          false,
+          loss_cost};
+  rules.apply(d);
+  r.add(std::move(d));
 }
 
 }  // namespace
@@ -106,10 +198,12 @@ void add(OpRegistry& r, const char* name, const char* scores, const char* doc) {
 void register_loss_ops(OpRegistry& r) {
   add(r, "cross_entropy", "logits",
       "softmax cross-entropy of logits (N, C, ...) against class indices (N, ...), with label smoothing, "
-      "ignore_index and mean|sum|none reduction; out-of-range targets give NaN");
+      "ignore_index and mean|sum|none reduction; out-of-range targets give NaN",
+      {cross_entropy_bp});
   add(r, "nll_loss", "log_probs",
       "negative log-likelihood of log-probabilities (N, C, ...) against class indices (N, ...); attributes as "
-      "cross_entropy");
+      "cross_entropy",
+      {nll_loss_bp});
 }
 
 SPORA_OP_FAMILY(register_loss_ops);

@@ -29,10 +29,24 @@
 //    training-mode formula (statistics depend on x); mean and invstd are the
 //    forward op's saved outputs, in the stats dtype, with the kernel shapes
 //    above (group_norm_grad: (N, G), layer_norm_grad: (R,)).
+//
+// Gradient rules:
+//  - batch_norm, layer_norm, group_norm use their *_grad ops for y's adjoint.
+//    Every other float output is differentiable too and gets its exact
+//    adjoint: the saved mean and invstd (functions of x in training), and
+//    batch_norm's new running statistics ((1 - momentum) * running +
+//    momentum * batch statistic, the variance unbiased), which also carry
+//    gradient to the running-statistics inputs. In inference batch_norm is
+//    an affine map of x with the running statistics, differentiated as such.
+//  - batch_norm_grad, layer_norm_grad, group_norm_grad (mean and invstd
+//    being independent inputs, as the ops define them): their formula is
+//    rebuilt from basic ops in a scratch graph, differentiated there by the
+//    same transform, and the gradient nodes copied in (rules::vjp_of).
 #include <cmath>
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -225,10 +239,248 @@ Cost backward_cost(const OpCall& c) {
 
 AttrSpec eps_attr() { return {"eps", AttrType::kFloat, false, AttrValue::of_float(1e-5)}; }
 
+using rules::add_opt;
+using rules::cast;
+using rules::dims_of;
+using rules::div;
+using rules::GradBuilder;
+using rules::k;
+using rules::mul;
+using rules::product;
+using rules::Rules;
+using rules::sub;
+using rules::sum_axes;
+using rules::V;
+using rules::Value;
+
+// ---- gradient rules ------------------------------------------------------------
+
+// How a normalisation groups x: x and dy are seen as `view`, statistics as
+// `stats` (broadcasting against view), gamma as `param` (likewise); groups
+// reduce over `axes` (`count` elements), gamma's gradient sums over
+// `param_axes`.
+struct NormView {
+  Shape view, stats, param;
+  std::vector<int64_t> axes, param_axes;
+  double count = 1;
+};
+
+NormView batch_view(const Shape& x) {
+  NormView v;
+  const int64_t n = x.dims[0], c = x.dims[1], s = product(x, 2, x.rank);
+  v.view = shape_of({n, c, s});
+  v.stats = v.param = shape_of({1, c, 1});
+  v.axes = v.param_axes = {0, 2};
+  v.count = static_cast<double>(n) * static_cast<double>(s);
+  return v;
+}
+
+NormView layer_view(const Shape& x, int64_t normalized_ndim) {
+  NormView v;
+  const int split = x.rank - static_cast<int>(normalized_ndim);
+  const int64_t r = product(x, 0, split), d = product(x, split, x.rank);
+  v.view = shape_of({r, d});
+  v.stats = shape_of({r, 1});
+  v.param = shape_of({1, d});
+  v.axes = {1};
+  v.param_axes = {0};
+  v.count = static_cast<double>(d);
+  return v;
+}
+
+NormView group_view(const Shape& x, int64_t groups) {
+  NormView v;
+  const int64_t n = x.dims[0], c = x.dims[1], s = product(x, 2, x.rank);
+  v.view = shape_of({n, groups, c / groups, s});
+  v.stats = shape_of({n, groups, 1, 1});
+  v.param = shape_of({1, groups, c / groups, 1});
+  v.axes = {2, 3};
+  v.param_axes = {0, 3};
+  v.count = static_cast<double>(c / groups) * static_cast<double>(s);
+  return v;
+}
+
+// The *_grad formula: xh = (x - mean) * invstd, ga = dy * gamma,
+// dx = invstd * (ga - mean(ga) - xh * mean(ga * xh)) over each group,
+// dgamma = sum(dy * xh), dbeta = sum(dy) over the non-channel dims; in the
+// statistics dtype, results in x's.
+V norm_grad_formula(GradBuilder& b, const V& in, const NormView& v) {
+  const TensorMeta xm = b.meta(in[0]);
+  const Shape gamma_shape = b.meta(in[2]).shape;
+  const DType cd = stats_dtype(xm.dtype);
+  const Value x = cast(b, b.reshape(in[0], v.view), cd);
+  const Value d = cast(b, b.reshape(in[1], v.view), cd);
+  const Value gamma = cast(b, b.reshape(in[2], v.param), cd);
+  const Value mean = cast(b, b.reshape(in[3], v.stats), cd);
+  const Value invstd = cast(b, b.reshape(in[4], v.stats), cd);
+  const Value xh = mul(b, sub(b, x, mean), invstd);
+  const Value ga = mul(b, d, gamma);
+  const Value n = k(b, v.count, x);
+  const Value a = div(b, sum_axes(b, ga, v.axes, true), n);
+  const Value c = div(b, sum_axes(b, mul(b, ga, xh), v.axes, true), n);
+  const Value dx = mul(b, invstd, sub(b, sub(b, ga, a), mul(b, xh, c)));
+  const Value dgamma = sum_axes(b, mul(b, d, xh), v.param_axes, false);
+  const Value dbeta = sum_axes(b, d, v.param_axes, false);
+  return {b.reshape(cast(b, dx, xm.dtype), xm.shape), b.reshape(cast(b, dgamma, xm.dtype), gamma_shape),
+          b.reshape(cast(b, dbeta, xm.dtype), gamma_shape)};
+}
+
+V batch_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const NormView v = batch_view(b.meta(x[0]).shape);
+  return rules::vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+}
+
+V layer_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const NormView v = layer_view(b.meta(x[0]).shape, n.attrs.get_int("normalized_ndim"));
+  return rules::vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+}
+
+V group_norm_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const NormView v = group_view(b.meta(x[0]).shape, n.attrs.get_int("groups"));
+  return rules::vjp_of(b, n, x, {}, dy, [&](GradBuilder& sb, const V& in) { return norm_grad_formula(sb, in, v); });
+}
+
+// The adjoint of x through the statistics alone: mean = sum(x) / n and
+// invstd = (sum((x - mean)^2) / n + eps)^-1/2. dmean and dvar (adjoint of
+// the biased variance) are in the stats view; either may be missing.
+// Returns dx in x's dtype and shape, or an invalid value.
+Value through_stats(GradBuilder& b, Value x_in, Value mean, Value dmean, Value dvar, const NormView& v) {
+  if (!dmean.valid() && !dvar.valid()) return Value{};
+  const TensorMeta xm = b.meta(x_in);
+  const DType cd = stats_dtype(xm.dtype);
+  const Value n = b.scalar(v.count, cd);
+  Value g;
+  if (dmean.valid()) g = div(b, dmean, n);
+  if (dvar.valid()) {
+    const Value x = cast(b, b.reshape(x_in, v.view), cd);
+    const Value centered = sub(b, x, b.reshape(mean, v.stats));
+    g = add_opt(b, g, mul(b, centered, div(b, mul(b, dvar, b.scalar(2, cd)), n)));
+  }
+  if (b.meta(g).shape != v.view) {
+    Attrs bc;
+    bc.set("shape", AttrValue::of_ints(dims_of(v.view)));
+    g = b.op("broadcast_to", {g}, bc);
+  }
+  return b.reshape(cast(b, g, xm.dtype), xm.shape);
+}
+
+// d invstd / d var = -1/2 invstd^3.
+Value dvar_of_dinvstd(GradBuilder& b, Value dinvstd, Value invstd) {
+  if (!dinvstd.valid()) return Value{};
+  const Value cube = mul(b, invstd, mul(b, invstd, invstd));
+  return mul(b, dinvstd, mul(b, cube, k(b, -0.5, invstd)));
+}
+
+V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  const int64_t nd = n.attrs.get_int("normalized_ndim");
+  const NormView v = layer_view(b.meta(x[0]).shape, nd);
+  Value dx, dgamma, dbeta;
+  if (dy[0].valid()) {
+    Attrs a;
+    a.set("normalized_ndim", AttrValue::of_int(nd));
+    const V g = b.ops("layer_norm_grad", {x[0], dy[0], x[1], y[1], y[2]}, a);
+    dx = g[0];
+    dgamma = g[1];
+    dbeta = g[2];
+  }
+  const DType cd = stats_dtype(b.meta(x[0]).dtype);
+  const Value dmean = dy[1].valid() ? b.reshape(cast(b, dy[1], cd), v.stats) : Value{};
+  const Value dvar = dvar_of_dinvstd(b, dy[2].valid() ? b.reshape(cast(b, dy[2], cd), v.stats) : Value{},
+                                     b.reshape(y[2], v.stats));
+  dx = add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
+  return {dx, dgamma, dbeta};
+}
+
+V group_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  const int64_t groups = n.attrs.get_int("groups");
+  const Shape xs = b.meta(x[0]).shape;
+  Value dx, dgamma, dbeta;
+  if (dy[0].valid()) {
+    Attrs a;
+    a.set("groups", AttrValue::of_int(groups));
+    const V g = b.ops("group_norm_grad", {x[0], dy[0], x[1], y[1], y[2]}, a);
+    dx = g[0];
+    dgamma = g[1];
+    dbeta = g[2];
+  }
+  // Statistics per (n, g) over C/G channels and the spatial dims.
+  NormView v;
+  const int64_t d = product(xs, 1, xs.rank) / (groups ? groups : 1);
+  v.view = shape_of({xs.dims[0], groups, d});
+  v.stats = shape_of({xs.dims[0], groups, 1});
+  v.count = static_cast<double>(v.view.dims[2]);
+  const DType cd = stats_dtype(b.meta(x[0]).dtype);
+  const Value dmean = dy[1].valid() ? b.reshape(cast(b, dy[1], cd), v.stats) : Value{};
+  const Value dvar = dvar_of_dinvstd(b, dy[2].valid() ? b.reshape(cast(b, dy[2], cd), v.stats) : Value{},
+                                     b.reshape(y[2], v.stats));
+  dx = add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
+  return {dx, dgamma, dbeta};
+}
+
+// Training: y through batch_norm_grad; batch_mean, batch_invstd and the new
+// running statistics through the batch statistics. Inference: y = (x - rm)
+// * invstd * gamma + beta with invstd = (rv + eps)^-1/2, batch_mean = rm,
+// batch_invstd = invstd, and the running statistics pass through.
+V batch_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  const TensorMeta xm = b.meta(x[0]);
+  const DType xd = xm.dtype, cd = stats_dtype(xd);
+  const NormView v = batch_view(xm.shape);
+  const Shape c = b.meta(x[1]).shape;
+  const double momentum = n.attrs.get_float("momentum");
+  auto stat = [&](Value d) { return d.valid() ? b.reshape(cast(b, d, cd), v.stats) : Value{}; };
+  auto channel = [&](Value d, DType to) { return d.valid() ? b.reshape(cast(b, d, to), c) : Value{}; };
+  auto scaled = [&](Value d, double s) { return d.valid() ? mul(b, d, b.scalar(s, b.meta(d).dtype)) : Value{}; };
+
+  if (n.attrs.get_bool("training")) {
+    Value dx, dgamma, dbeta, drm, drv;
+    if (dy[0].valid()) {
+      const V g = b.ops("batch_norm_grad", {x[0], dy[0], x[1], y[1], y[2]});
+      dx = g[0];
+      dgamma = g[1];
+      dbeta = g[2];
+    }
+    if (v.count == 0) {  // an empty batch leaves the running statistics as they were
+      return {dx, dgamma, dbeta, dy[3], dy[4]};
+    }
+    drm = scaled(dy[3], 1 - momentum);
+    drv = scaled(dy[4], 1 - momentum);
+    const double unbias = v.count > 1 ? v.count / (v.count - 1) : 0;
+    const Value dmean = add_opt(b, stat(dy[1]), scaled(stat(dy[3]), momentum));
+    const Value dvar = add_opt(b, dvar_of_dinvstd(b, stat(dy[2]), b.reshape(y[2], v.stats)),
+                               scaled(stat(dy[4]), momentum * unbias));
+    dx = add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
+    return {dx, dgamma, dbeta, drm, drv};
+  }
+
+  const Value xv = cast(b, b.reshape(x[0], v.view), cd);
+  const Value mean = cast(b, b.reshape(x[3], v.stats), cd);
+  const Value invstd = b.reshape(y[2], v.stats);
+  const Value gamma = cast(b, b.reshape(x[1], v.stats), cd);
+  const Value centered = sub(b, xv, mean);
+  Value dx, dgamma, dbeta, drm, drv;
+  Value dinvstd = stat(dy[2]);
+  if (dy[0].valid()) {
+    const Value d = cast(b, b.reshape(dy[0], v.view), cd);
+    const Value dg = mul(b, d, gamma);
+    const Value dxv = mul(b, dg, invstd);
+    dx = b.reshape(cast(b, dxv, xd), xm.shape);
+    dgamma = channel(sum_axes(b, mul(b, d, mul(b, centered, invstd)), v.axes, false), xd);
+    dbeta = channel(sum_axes(b, d, v.axes, false), xd);
+    drm = b.op("neg", {sum_axes(b, dxv, v.axes, true)});
+    dinvstd = add_opt(b, dinvstd, sum_axes(b, mul(b, dg, centered), v.axes, true));
+  }
+  drm = add_opt(b, add_opt(b, drm, stat(dy[1])), stat(dy[3]));
+  drv = add_opt(b, dvar_of_dinvstd(b, dinvstd, invstd), stat(dy[4]));
+  return {dx, dgamma, dbeta, channel(drm, b.meta(x[3]).dtype), channel(drv, b.meta(x[4]).dtype)};
+}
+
 void add(OpRegistry& r, const char* name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-         std::vector<AttrSpec> attrs, InferFn infer, const char* doc, std::vector<int> typed, CostFn cost) {
-  r.add(OpDef{name, std::move(inputs), std::move(outputs), std::move(attrs), kFloat, infer, doc, std::move(typed),
-              false, false, cost});
+         std::vector<AttrSpec> attrs, InferFn infer, const char* doc, std::vector<int> typed, CostFn cost,
+         const Rules& rules) {
+  OpDef d{name, std::move(inputs), std::move(outputs), std::move(attrs), kFloat, infer, doc, std::move(typed),
+          false, false, cost};
+  rules.apply(d);
+  r.add(std::move(d));
 }
 
 }  // namespace
@@ -245,22 +497,24 @@ void register_norm_ops(OpRegistry& r) {
       infer_batch_norm,
       "per-channel normalisation of x (N, C, ...) with batch (training) or running statistics; saved "
       "mean/invstd are f32 for f16/bf16 x",
-      {}, forward_cost);
+      {}, forward_cost, {batch_norm_bp});
   add(r, "batch_norm_grad", {"x", "dy", "gamma", "batch_mean", "batch_invstd"}, grad_out, {},
       infer_batch_norm_grad, "gradient of training-mode batch_norm from its saved batch_mean/batch_invstd", grad_typed,
-      backward_cost);
+      backward_cost, {batch_norm_grad_bp});
   add(r, "layer_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"normalized_ndim", AttrType::kInt, false, AttrValue::of_int(1)}, eps_attr()}, infer_layer_norm,
       "normalisation over the last normalized_ndim dims; mean/invstd have x's leading dims (f32 for f16/bf16 x)",
-      {}, forward_cost);
+      {}, forward_cost, {layer_norm_bp});
   add(r, "layer_norm_grad", grad_in, grad_out, {{"normalized_ndim", AttrType::kInt, false, AttrValue::of_int(1)}},
-      infer_layer_norm_grad, "gradient of layer_norm from its saved mean/invstd", grad_typed, backward_cost);
+      infer_layer_norm_grad, "gradient of layer_norm from its saved mean/invstd", grad_typed, backward_cost,
+      {layer_norm_grad_bp});
   add(r, "group_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"groups", AttrType::kInt, true, {}}, eps_attr()}, infer_group_norm,
       "normalisation of x (N, C, ...) over groups of C/groups channels; mean/invstd are (N, groups)", {},
-      forward_cost);
+      forward_cost, {group_norm_bp});
   add(r, "group_norm_grad", grad_in, grad_out, {{"groups", AttrType::kInt, true, {}}}, infer_group_norm_grad,
-      "gradient of group_norm from its saved mean/invstd", grad_typed, backward_cost);
+      "gradient of group_norm from its saved mean/invstd", grad_typed, backward_cost,
+      {group_norm_grad_bp});
 }
 
 SPORA_OP_FAMILY(register_norm_ops);

@@ -21,11 +21,19 @@
 //  - adaptive_avg_pool2d: bin oh covers rows [floor(oh*H/OH), ceil((oh+1)*H/OH));
 //    the sizes come from the operand shapes (output_size / input_shape stay
 //    in the attributes only so canonical attributes re-infer the same call).
+//
+// Gradient rules use the *_grad ops. avg_pool2d_grad and
+// adaptive_avg_pool2d_grad are linear maps whose adjoints are the forward
+// poolings. max_pool2d_grad is piecewise constant in x (no gradient) and
+// linear in dy: d(dy) at each window is g at the window's argmax, selected
+// tap by tap with the kernel's rule (first maximum in row-major window
+// order, a NaN wins, taps outside the input never count).
 #include <algorithm>
 #include <array>
 #include <limits>
 
 #include "ir/op.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
@@ -213,77 +221,197 @@ std::vector<AttrSpec> window_attrs(bool max) {
   return v;
 }
 
+// ---- gradient rules ------------------------------------------------------------
+
+using rules::attrs_from;
+using rules::dims_of;
+using rules::GradBuilder;
+using rules::Rules;
+using rules::shape_attr;
+using rules::V;
+using rules::Value;
+
+V max_pool2d_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  return {b.op("max_pool2d_grad", {x[0], dy[0]}, n.attrs)};
+}
+
+V avg_pool2d_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  return {b.op("avg_pool2d_grad", {dy[0]}, attrs_from(n.attrs, {}, {{"input_shape", shape_attr(b, x[0])}}))};
+}
+
+V avg_pool2d_grad_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  return {b.op("avg_pool2d", {dy[0]}, attrs_from(n.attrs, {"input_shape"}))};
+}
+
+V adaptive_avg_pool2d_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  Attrs a;
+  a.set("input_shape", shape_attr(b, x[0]));
+  return {b.op("adaptive_avg_pool2d_grad", {dy[0]}, a)};
+}
+
+V adaptive_avg_pool2d_grad_bp(GradBuilder& b, const ir::Node&, const V& x, const V&, const V& dy) {
+  const Shape s = b.meta(x[0]).shape;
+  Attrs a;
+  a.set("output_size", AttrValue::of_ints({s.dims[2], s.dims[3]}));
+  return {b.op("adaptive_avg_pool2d", {dy[0]}, a)};
+}
+
+// max_pool2d_grad(x, dy) sends dy[o] to the argmax of window o; its
+// adjoint in dy reads g there. Each window tap (i, j) is a strided slice of
+// x (and g) padded so that every window fits; a running selection keeps the
+// first maximum like the kernel.
+V max_pool2d_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
+  const TensorMeta xm = b.meta(x[0]);
+  const Shape xs = xm.shape, ys = b.meta(x[1]).shape;
+  const auto& ks = n.attrs.get_ints("kernel_size");
+  const auto& st = n.attrs.get_ints("stride");
+  const auto& pd = n.attrs.get_ints("padding");
+  const auto& dl = n.attrs.get_ints("dilation");
+  const int64_t oh = ys.dims[2], ow = ys.dims[3], h = xs.dims[2], w = xs.dims[3];
+  if (ys.numel() == 0) {
+    Attrs z;
+    z.set("shape", AttrValue::of_ints(dims_of(ys)));
+    z.set("dtype", AttrValue::of_string(dtype_name(b.meta(x[1]).dtype)));
+    return {Value{}, b.op("zeros", {}, z)};
+  }
+  // Padded extents that hold every window (ceil_mode may reach past the
+  // trailing padding).
+  const int64_t hp = std::max(h + pd[0] + pd[1], (oh - 1) * st[0] + (ks[0] - 1) * dl[0] + 1);
+  const int64_t wp = std::max(w + pd[2] + pd[3], (ow - 1) * st[1] + (ks[1] - 1) * dl[1] + 1);
+  Attrs pa;
+  pa.set("pads", AttrValue::of_ints({0, 0, 0, 0, pd[0], hp - h - pd[0], pd[2], wp - w - pd[2]}));
+  const Value xp = b.op("pad", {x[0]}, pa);
+  const Value gp = b.op("pad", {dy[0]}, pa);
+  const DType d = xm.dtype;
+  Shape plane;
+  for (int64_t v : {int64_t{1}, int64_t{1}, oh, ow}) plane.push_back(v);
+  Value best, sel, have;
+  for (int64_t i = 0; i < ks[0]; ++i) {
+    for (int64_t j = 0; j < ks[1]; ++j) {
+      // Which windows have this tap inside the input (known statically).
+      std::vector<uint8_t> inside(static_cast<size_t>(oh * ow));
+      bool any = false, all = true;
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) {
+          const int64_t ih = r * st[0] - pd[0] + i * dl[0], iw = q * st[1] - pd[2] + j * dl[1];
+          const bool in = ih >= 0 && ih < h && iw >= 0 && iw < w;
+          inside[static_cast<size_t>(r * ow + q)] = in;
+          any = any || in;
+          all = all && in;
+        }
+      if (!any) continue;
+      Attrs sa;
+      sa.set("begin", AttrValue::of_ints({0, 0, i * dl[0], j * dl[1]}));
+      sa.set("end", AttrValue::of_ints({xs.dims[0], xs.dims[1], i * dl[0] + (oh - 1) * st[0] + 1,
+                                        j * dl[1] + (ow - 1) * st[1] + 1}));
+      sa.set("strides", AttrValue::of_ints({1, 1, st[0], st[1]}));
+      const Value xt = b.op("strided_slice", {xp}, sa);
+      const Value gt = b.op("strided_slice", {gp}, sa);
+      const Value valid = all ? Value{} : b.graph().add_constant(SPORA_DTYPE_BOOL, plane, inside, n.loc);
+      if (!best.valid()) {  // the first tap that is inside anywhere
+        const Value zero = b.scalar(0, d);
+        best = valid.valid() ? b.op("where", {valid, xt, zero}) : xt;
+        sel = valid.valid() ? b.op("where", {valid, gt, zero}) : gt;
+        have = valid;
+        continue;
+      }
+      // A strictly larger value, or the first NaN, takes over; so does any
+      // tap of a window that had none inside yet.
+      const Value nan_t = b.op("not_equal", {xt, xt});
+      const Value nan_best = b.op("not_equal", {best, best});
+      Value take = b.op("logical_or", {b.op("greater", {xt, best}),
+                                       b.op("logical_and", {nan_t, b.op("logical_not", {nan_best})})});
+      if (have.valid()) take = b.op("logical_or", {take, b.op("logical_not", {have})});
+      if (valid.valid()) take = b.op("logical_and", {take, valid});
+      best = b.op("where", {take, xt, best});
+      sel = b.op("where", {take, gt, sel});
+      if (have.valid()) have = valid.valid() ? b.op("logical_or", {have, valid}) : Value{};
+    }
+  }
+  return {Value{}, sel};
+}
+
 }  // namespace
 
 void register_pool_ops(OpRegistry& r) {
-  r.add(OpDef{"max_pool2d",
-              {"x"},
-              {"y"},
-              window_attrs(true),
-              kFloat,
-              infer_pool,
-              "2-D max pooling, NCHW (PyTorch semantics; padding counts as -inf; stride defaults to kernel_size)",
-              {},
-              false,
-              false,
-              forward_cost});
-  r.add(OpDef{"avg_pool2d",
-              {"x"},
-              {"y"},
-              window_attrs(false),
-              kFloat,
-              infer_pool,
-              "2-D average pooling, NCHW (PyTorch semantics, count_include_pad)",
-              {},
-              false,
-              false,
-              forward_cost});
-  r.add(OpDef{"max_pool2d_grad",
-              {"x", "dy"},
-              {"dx"},
-              window_attrs(true),
-              kFloat,
-              infer_max_pool_grad,
-              "gradient of max_pool2d: dy routed to each window's first maximum in x",
-              {},
-              false,
-              false,
-              backward_cost});
+  auto reg = [&r](OpDef d, const Rules& rules) {
+    rules.apply(d);
+    r.add(std::move(d));
+  };
+  reg(OpDef{"max_pool2d",
+            {"x"},
+            {"y"},
+            window_attrs(true),
+            kFloat,
+            infer_pool,
+            "2-D max pooling, NCHW (PyTorch semantics; padding counts as -inf; stride defaults to kernel_size)",
+            {},
+            false,
+            false,
+            forward_cost},
+      {max_pool2d_bp});
+  reg(OpDef{"avg_pool2d",
+            {"x"},
+            {"y"},
+            window_attrs(false),
+            kFloat,
+            infer_pool,
+            "2-D average pooling, NCHW (PyTorch semantics, count_include_pad)",
+            {},
+            false,
+            false,
+            forward_cost},
+      {avg_pool2d_bp});
+  reg(OpDef{"max_pool2d_grad",
+            {"x", "dy"},
+            {"dx"},
+            window_attrs(true),
+            kFloat,
+            infer_max_pool_grad,
+            "gradient of max_pool2d: dy routed to each window's first maximum in x",
+            {},
+            false,
+            false,
+            backward_cost},
+      {max_pool2d_grad_bp});
   auto avg_grad = window_attrs(false);
   avg_grad.push_back({"input_shape", AttrType::kInts, true, {}});
-  r.add(OpDef{"avg_pool2d_grad",
-              {"dy"},
-              {"dx"},
-              avg_grad,
-              kFloat,
-              infer_avg_pool_grad,
-              "gradient of avg_pool2d with respect to its input (shape input_shape)",
-              {},
-              false,
-              false,
-              backward_cost});
-  r.add(OpDef{"adaptive_avg_pool2d",
-              {"x"},
-              {"y"},
-              {{"output_size", AttrType::kInts, true, {}}},
-              kFloat,
-              infer_adaptive,
-              "average over output_size bins of PyTorch's adaptive pooling, NCHW",
-              {},
-              false,
-              false,
-              forward_cost});
-  r.add(OpDef{"adaptive_avg_pool2d_grad",
-              {"dy"},
-              {"dx"},
-              {{"input_shape", AttrType::kInts, true, {}}},
-              kFloat,
-              infer_adaptive_grad,
-              "gradient of adaptive_avg_pool2d with respect to its input (shape input_shape)",
-              {},
-              false,
-              false,
-              backward_cost});
+  reg(OpDef{"avg_pool2d_grad",
+            {"dy"},
+            {"dx"},
+            avg_grad,
+            kFloat,
+            infer_avg_pool_grad,
+            "gradient of avg_pool2d with respect to its input (shape input_shape)",
+            {},
+            false,
+            false,
+            backward_cost},
+      {avg_pool2d_grad_bp});
+  reg(OpDef{"adaptive_avg_pool2d",
+            {"x"},
+            {"y"},
+            {{"output_size", AttrType::kInts, true, {}}},
+            kFloat,
+            infer_adaptive,
+            "average over output_size bins of PyTorch's adaptive pooling, NCHW",
+            {},
+            false,
+            false,
+            forward_cost},
+      {adaptive_avg_pool2d_bp});
+  reg(OpDef{"adaptive_avg_pool2d_grad",
+            {"dy"},
+            {"dx"},
+            {{"input_shape", AttrType::kInts, true, {}}},
+            kFloat,
+            infer_adaptive_grad,
+            "gradient of adaptive_avg_pool2d with respect to its input (shape input_shape)",
+            {},
+            false,
+            false,
+            backward_cost},
+      {adaptive_avg_pool2d_grad_bp});
 }
 
 SPORA_OP_FAMILY(register_pool_ops);

@@ -75,6 +75,38 @@ inline Value cast(GradBuilder& b, Value v, DType to) {
   return b.op("cast", {v}, a);
 }
 
+// sum over `axes` ([]: all), keepdims as given (both attributes set).
+inline Value sum_axes(GradBuilder& b, Value v, const std::vector<int64_t>& axes, bool keepdims) {
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(axes));
+  a.set("keepdims", AttrValue::of_bool(keepdims));
+  return b.op("sum", {v}, a);
+}
+
+// {axis: axis}, the attributes of the ops along one axis (softmax family).
+inline Attrs axis_attr(int64_t axis) {
+  Attrs a;
+  a.set("axis", AttrValue::of_int(axis));
+  return a;
+}
+
+// A node's attributes without `drop`, plus `extra` (name, value) pairs: a
+// forward op's attributes handed on to its gradient ops (conv, pooling).
+inline Attrs attrs_from(const Attrs& from, std::initializer_list<const char*> drop,
+                        std::initializer_list<std::pair<const char*, AttrValue>> extra = {}) {
+  Attrs a;
+  for (const auto& [name, value] : from.items()) {
+    bool skip = false;
+    for (const char* d : drop) skip = skip || name == d;
+    if (!skip) a.set(name, value);
+  }
+  for (const auto& [name, value] : extra) a.set(name, value);
+  return a;
+}
+
+// v's shape as an ints attribute (input_shape, weight_shape).
+inline AttrValue shape_attr(GradBuilder& b, Value v) { return AttrValue::of_ints(dims_of(b.meta(v).shape)); }
+
 // The vector-Jacobian product of a formula: `build` makes an op's outputs
 // from its inputs with basic ops; the result is one gradient per input of
 // x for the output cotangents dy (invalid: that output has none), built in
