@@ -10,6 +10,8 @@
 // Inference checks everything a kernel relies on (equal shapes per tensor,
 // dtypes per role, attribute ranges), so kernels only re-check what memory
 // safety needs.
+//
+// Each op carries its decomposition (below); none is differentiable.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -205,8 +207,112 @@ Cost norm_cost(const OpCall& call) { return bytes_and(call, 2); }
 AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat, false, AttrValue::of_float(v)}; }
 AttrSpec bool_attr(const char* name, bool v) { return {name, AttrType::kBool, false, AttrValue::of_bool(v)}; }
 
+// ---- decompositions -------------------------------------------------------------
+// Into elementwise ops, casts and sums, for a device whose plugin has no
+// fused kernel for them: a vendor plugin with a partial op set still trains.
+// The arithmetic follows docs/ops-optim.md step by step, in the state dtype
+// (f32 for f16/bf16 params), so results match the fused kernels to rounding.
+
+using rules::add;
+using rules::cast;
+using rules::div;
+using rules::dt;
+using rules::mul;
+using rules::Rules;
+using rules::sub;
+using rules::V;
+using rules::Value;
+
+V decompose_sgd(ir::Builder& b, const V& x, const Attrs& a) {
+  const double momentum = a.get_float("momentum"), dampening = a.get_float("dampening"),
+               wd = a.get_float("weight_decay");
+  const bool nesterov = a.get_bool("nesterov"), bufs = momentum > 0;
+  const size_t n = (x.size() - 2) / (bufs ? 3 : 2);
+  const DType T = dt(b, x[2]), S = state_dtype(T);
+  const Value lr = cast(b, x[0], S), gs = cast(b, x[1], S);
+  V new_p, new_b;
+  for (size_t k = 0; k < n; ++k) {
+    const Value p = cast(b, x[2 + k], S);
+    Value d = add(b, mul(b, gs, cast(b, x[2 + n + k], S)), mul(b, b.scalar(wd, S), p));
+    if (bufs) {
+      const Value buf = add(b, mul(b, b.scalar(momentum, S), x[2 + 2 * n + k]), mul(b, b.scalar(1 - dampening, S), d));
+      new_b.push_back(buf);
+      d = nesterov ? add(b, d, mul(b, b.scalar(momentum, S), buf)) : buf;
+    }
+    new_p.push_back(cast(b, sub(b, p, mul(b, lr, d)), T));
+  }
+  new_p.insert(new_p.end(), new_b.begin(), new_b.end());
+  return new_p;
+}
+
+V decompose_adam(ir::Builder& b, const V& x, const Attrs& a) {
+  const double b1 = a.get_float("beta1"), b2 = a.get_float("beta2"), eps = a.get_float("eps"),
+               wd = a.get_float("weight_decay");
+  const bool decoupled = a.get_bool("decoupled"), amsgrad = a.get_bool("amsgrad");
+  const size_t n = (x.size() - 3) / (amsgrad ? 5 : 4);
+  const DType T = dt(b, x[3]), S = state_dtype(T);
+  const Value lr = cast(b, x[0], S), step = cast(b, x[1], S), gs = cast(b, x[2], S);
+  // Bias corrections; step < 1 makes the step size NaN (docs/ops-optim.md).
+  const Value one = b.scalar(1, S);
+  const Value bc1 = sub(b, one, b.op("pow", {b.scalar(b1, S), step}));
+  const Value bc2_sqrt = b.op("sqrt", {sub(b, one, b.op("pow", {b.scalar(b2, S), step}))});
+  const Value valid = b.op("greater_equal", {step, one});
+  const Value step_size = b.op("where", {valid, div(b, lr, bc1), b.scalar(NAN, S)});
+  const Value decay = decoupled ? sub(b, one, mul(b, lr, b.scalar(wd, S))) : Value{};
+  V out[4];
+  for (size_t k = 0; k < n; ++k) {
+    Value p = cast(b, x[3 + k], S);
+    Value g = mul(b, gs, cast(b, x[3 + n + k], S));
+    if (decoupled) p = mul(b, p, decay);
+    else if (wd != 0) g = add(b, g, mul(b, b.scalar(wd, S), cast(b, x[3 + k], S)));
+    const Value m = add(b, mul(b, b.scalar(b1, S), x[3 + 2 * n + k]), mul(b, b.scalar(1 - b1, S), g));
+    const Value v = add(b, mul(b, b.scalar(b2, S), x[3 + 3 * n + k]), mul(b, b.scalar(1 - b2, S), mul(b, g, g)));
+    Value vm = v;
+    if (amsgrad) {
+      vm = b.op("maximum", {x[3 + 4 * n + k], v});
+      out[3].push_back(vm);
+    }
+    const Value denom = add(b, div(b, b.op("sqrt", {vm}), bc2_sqrt), b.scalar(eps, S));
+    out[0].push_back(cast(b, sub(b, p, mul(b, step_size, div(b, m, denom))), T));
+    out[1].push_back(m);
+    out[2].push_back(v);
+  }
+  V all;
+  for (const V& o : out) all.insert(all.end(), o.begin(), o.end());
+  return all;
+}
+
+// sqrt(sum of squares) in the norm's dtype (f64 for f64 tensors, else f32).
+Value norm_of(ir::Builder& b, const V& x) {
+  const DType N = dt(b, x[0]) == SPORA_DTYPE_F64 ? SPORA_DTYPE_F64 : SPORA_DTYPE_F32;
+  Value total;
+  for (const Value& t : x) {
+    const Value c = cast(b, t, N);
+    const Value s = b.op("sum", {mul(b, c, c)});
+    total = total.valid() ? add(b, total, s) : s;
+  }
+  return b.op("sqrt", {total});
+}
+
+V decompose_global_norm(ir::Builder& b, const V& x, const Attrs&) { return {norm_of(b, x)}; }
+
+V decompose_clip(ir::Builder& b, const V& x, const Attrs& a) {
+  const Value norm = norm_of(b, x);
+  const DType N = dt(b, norm);
+  // minimum propagates NaN, as torch.clamp does.
+  const Value f = b.op("minimum", {b.scalar(1, N), div(b, b.scalar(a.get_float("max_norm"), N),
+                                                       add(b, norm, b.scalar(1e-6, N)))});
+  V out;
+  for (const Value& t : x) {
+    const DType T = dt(b, t), S = state_dtype(T);
+    out.push_back(cast(b, mul(b, cast(b, t, S), cast(b, f, S)), T));
+  }
+  out.push_back(norm);
+  return out;
+}
+
 OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::string> outputs,
-          std::vector<AttrSpec> attrs, InferFn infer, CostFn cost, std::string doc) {
+          std::vector<AttrSpec> attrs, InferFn infer, CostFn cost, DecomposeFn decompose, std::string doc) {
   OpDef d;
   d.name = name;
   d.inputs = std::move(inputs);
@@ -223,7 +329,7 @@ OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::st
   d.cost = cost;
   // Not differentiable: they run after the gradients are taken, on values
   // no loss depends on.
-  rules::kNoGradient.apply(d);
+  Rules{nullptr, decompose, false}.apply(d);
   return d;
 }
 
@@ -231,7 +337,7 @@ void register_optim_ops(OpRegistry& r) {
   OpDef sgd = def("sgd_update", {"lr", "grad_scale", "tensors"}, {"updated"},
                   {float_attr("momentum", 0), float_attr("dampening", 0), float_attr("weight_decay", 0),
                    bool_attr("nesterov", false)},
-                  infer_sgd, sgd_cost,
+                  infer_sgd, sgd_cost, decompose_sgd,
                   "one SGD step of a parameter group (PyTorch SGD semantics): tensors = params, grads[, momentum "
                   "buffers when momentum > 0], N of each; outputs the new params[ and buffers]. lr and grad_scale "
                   "are f32/f64 scalars; g = grad_scale*g + weight_decay*p; b = momentum*b + (1-dampening)*g; "
@@ -244,7 +350,7 @@ void register_optim_ops(OpRegistry& r) {
   OpDef adam = def("adam_update", {"lr", "step", "grad_scale", "tensors"}, {"updated"},
                    {float_attr("beta1", 0.9), float_attr("beta2", 0.999), float_attr("eps", 1e-8),
                     float_attr("weight_decay", 0), bool_attr("decoupled", false), bool_attr("amsgrad", false)},
-                   infer_adam, adam_cost,
+                   infer_adam, adam_cost, decompose_adam,
                    "one Adam (decoupled=false) or AdamW (decoupled=true) step of a parameter group (PyTorch "
                    "semantics): tensors = params, grads, m, v[, vmax when amsgrad], N of each; outputs the new "
                    "params, m, v[, vmax]. lr and grad_scale are f32/f64 scalars, step (counting from 1) an "
@@ -254,12 +360,12 @@ void register_optim_ops(OpRegistry& r) {
   adam.in_place_input = update_in_place<3>;
   r.add(std::move(adam));
 
-  r.add(def("global_norm", {"tensors"}, {"norm"}, {}, infer_global_norm, norm_cost,
+  r.add(def("global_norm", {"tensors"}, {"norm"}, {}, infer_global_norm, norm_cost, decompose_global_norm,
             "sqrt of the sum of squares of every element of every tensor (one float dtype), summed in double; "
             "an f64 scalar for f64 tensors, else f32"));
 
   OpDef clip = def("clip_by_global_norm", {"tensors"}, {"clipped"}, {{"max_norm", AttrType::kFloat, true, {}}},
-                   infer_clip, norm_cost,
+                   infer_clip, norm_cost, decompose_clip,
                    "every tensor times min(1, max_norm / (global_norm + 1e-6)) (PyTorch's clip_grad_norm_); "
                    "outputs the scaled tensors, then the norm (as global_norm)");
   clip.in_place = true;
