@@ -1,6 +1,6 @@
 """The optimizer ops on a device without their fused kernels (ctest disables
 them on sim): eager calls and compiled graphs run their decompositions into
-elementwise ops (core/src/ops/optim_decompose.cpp), which must agree with
+elementwise ops (OpDef::decompose in core/src/ops/optim.cpp), which must agree with
 the cpu's fused kernels, f16 params with f32 state included."""
 import os
 

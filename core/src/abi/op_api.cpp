@@ -66,7 +66,7 @@ spora_status_t spora_op_gradient(const char* op, int32_t* has_rule, int32_t* dif
   return guard([&] {
     need(op, "spora_op_gradient", "op");
     if (!spora::OpRegistry::get().find(op)) fail(Code::kNotFound, "[{}] unknown op", op);
-    const spora::autodiff::BpropEntry* e = spora::autodiff::find_bprop(op);
+    const std::optional<spora::autodiff::BpropEntry> e = spora::autodiff::find_bprop(op);
     if (has_rule) *has_rule = e ? 1 : 0;
     if (differentiable) *differentiable = e && e->differentiable ? 1 : 0;
   });

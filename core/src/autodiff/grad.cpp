@@ -109,9 +109,8 @@ ir::Graph value_and_grad_values(const ir::Graph& g, const std::vector<Value>& wr
     bool feeds = false;
     for (const Value& v : node.inputs) feeds = feeds || depends[static_cast<size_t>(v.node)];
     if (!feeds) continue;
-    // The op's own rule, else one registered by name (families not yet moved).
-    const BpropEntry own{node.op->bprop, node.op->differentiable};
-    const BpropEntry* rule = node.op->bprop || !node.op->differentiable ? &own : find_bprop(node.op->name);
+    // The rule its family file registered with the op.
+    const std::optional<BpropEntry> rule = find_bprop(*node.op);
     if (!rule)
       fail(Code::kUnimplemented, "{}", ir::with_loc("[" + node.op->name + "] has no gradient rule yet", node.loc));
     if (!rule->differentiable) continue;  // e.g. argmax: no gradient flows back

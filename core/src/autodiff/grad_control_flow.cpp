@@ -20,11 +20,21 @@
 //        modest trip count.
 #include <set>
 
+#include "autodiff/bprop.h"
 #include "autodiff/grad.h"
-#include "autodiff/rule_helpers.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora::autodiff::detail {
+
+using rules::add;
+using rules::add_opt;
+using rules::cast;
+using rules::dt;
+using rules::mul;
+using rules::sub;
+using rules::zeros;
+
 namespace {
 
 std::string fresh_name(const ir::Graph& g, const std::string& base) {

@@ -110,9 +110,8 @@ struct OpDef {
 
   // What the transforms need, registered with the op by its family file.
   // Gradient: `bprop` when set; otherwise `differentiable == false` says no
-  // gradient flows (argmax, comparisons); an op with neither has no rule
-  // here (autodiff then looks for one registered by name, for families not
-  // yet moved into their op files).
+  // gradient flows (argmax, comparisons); an op with neither has no
+  // gradient rule (grad fails on it).
   BpropFn bprop = nullptr;
   bool differentiable = true;
   DecomposeFn decompose = nullptr;

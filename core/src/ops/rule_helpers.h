@@ -113,7 +113,7 @@ inline AttrValue shape_attr(GradBuilder& b, Value v) { return AttrValue::of_ints
 // b's graph from ops with rules of their own (higher order works). `y`,
 // when given, are the outputs already in b's graph. Differentiating is
 // autodiff's (above ops), which provides it: set_vjp, done once at load
-// (autodiff/bprop.cpp); rules run only under autodiff, so it is there.
+// (autodiff/vjp.cpp); rules run only under autodiff, so it is there.
 using BuildFn = std::function<V(GradBuilder& b, const V& x)>;
 using VjpFn = V (*)(GradBuilder& b, const ir::Node& node, const V& x, const V& y, const V& dy, const BuildFn& build);
 inline VjpFn& vjp_slot() {

@@ -1,8 +1,10 @@
-// Gradients of ops through their decomposition: the op is rebuilt from
-// simpler ops in a scratch graph, that graph is differentiated with
-// value_and_grad, and the nodes the gradients need are copied into the
-// graph being differentiated. The result is made of basic ops that have
-// rules of their own, so it is differentiable again (higher order).
+// The vector-Jacobian product of a formula, which autodiff provides to the
+// rules in op family files (rules::vjp_of, ops/rule_helpers.h; installed at
+// load by vjp.cpp): the formula is built from simpler ops in a scratch
+// graph, that graph is differentiated with value_and_grad, and the nodes
+// the gradients need are copied into the graph being differentiated. The
+// result is made of basic ops that have rules of their own, so it is
+// differentiable again (higher order).
 #pragma once
 #include <functional>
 #include <vector>

@@ -1,10 +1,11 @@
-// The vjp of a formula (bprop_decomposed.h), which autodiff provides to the
-// rules in op family files (rules::vjp_of, ops/rule_helpers.h).
-#include "autodiff/bprop_decomposed.h"
+// The vjp of a formula (vjp.h), which autodiff provides to the rules in op
+// family files (rules::vjp_of, ops/rule_helpers.h).
+#include "autodiff/vjp.h"
 
 #include <cstring>
 
 #include "autodiff/grad.h"
+#include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora::autodiff {
@@ -164,5 +165,12 @@ V vjp_of(GradBuilder& b, const ir::Node& node, const V& xs, const V& ys, const V
   }
   return result;
 }
+
+namespace {
+// Rules in op family files differentiate formulas through rules::vjp_of
+// (ops/rule_helpers.h), which autodiff provides: set at load, as the
+// runtime gives the passes their evaluator.
+const int g_vjp_provided = rules::set_vjp(&vjp_of);
+}  // namespace
 
 }  // namespace spora::autodiff
