@@ -117,14 +117,7 @@ std::vector<AttrSpec> conv_attrs() {
 
 // ---- decomposition -------------------------------------------------------------
 
-using rules::add;
-using rules::GradBuilder;
-using rules::k;
-using rules::mul;
-using rules::Rules;
-using rules::sub;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 Value activation(ir::Builder& b, Value y, const std::string& act) {
   if (act == "none") return y;

@@ -27,12 +27,7 @@
 namespace spora {
 namespace {
 
-using rules::GradBuilder;
-using rules::product;
-using rules::Rules;
-using rules::shape_of;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 // Shape from dims, failing (naming the op) on rank or element-count overflow.
 Shape make_shape(const std::vector<int64_t>& dims, const std::string& op) {

@@ -95,17 +95,7 @@ Cost loss_cost(const OpCall& c) {
 
 // ---- gradient rules ------------------------------------------------------------
 
-using rules::axis_attr;
-using rules::cast;
-using rules::dims_of;
-using rules::div;
-using rules::GradBuilder;
-using rules::k;
-using rules::mul;
-using rules::Rules;
-using rules::sub;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 Value i64_scalar(GradBuilder& b, int64_t v, const ir::SourceLoc& loc) {
   std::vector<uint8_t> bytes(sizeof(int64_t));

@@ -108,9 +108,7 @@ Cost linear_cost(const OpCall& c) {
 
 // ---- gradient rules and decomposition ------------------------------------------
 
-using rules::GradBuilder;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 // A matmul with the given transposes.
 Value matmul(GradBuilder& b, Value x, Value y, bool ta, bool tb) {

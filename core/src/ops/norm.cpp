@@ -239,19 +239,7 @@ Cost backward_cost(const OpCall& c) {
 
 AttrSpec eps_attr() { return {"eps", AttrType::kFloat, false, AttrValue::of_float(1e-5)}; }
 
-using rules::add_opt;
-using rules::cast;
-using rules::dims_of;
-using rules::div;
-using rules::GradBuilder;
-using rules::k;
-using rules::mul;
-using rules::product;
-using rules::Rules;
-using rules::sub;
-using rules::sum_axes;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 // ---- gradient rules ------------------------------------------------------------
 
@@ -371,6 +359,17 @@ Value dvar_of_dinvstd(GradBuilder& b, Value dinvstd, Value invstd) {
   return mul(b, dinvstd, mul(b, cube, k(b, -0.5, invstd)));
 }
 
+// Layer and group norm: x's adjoint `dx` (from the *_grad op) plus what
+// flows back through the mean and invstd outputs (y[1], y[2]) when they
+// have adjoints.
+Value with_stats_adjoints(GradBuilder& b, const V& x, const V& y, const V& dy, Value dx, const NormView& v) {
+  const DType cd = stats_dtype(b.meta(x[0]).dtype);
+  const Value dmean = dy[1].valid() ? b.reshape(cast(b, dy[1], cd), v.stats) : Value{};
+  const Value dvar = dvar_of_dinvstd(b, dy[2].valid() ? b.reshape(cast(b, dy[2], cd), v.stats) : Value{},
+                                     b.reshape(y[2], v.stats));
+  return add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
+}
+
 V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
   const int64_t nd = n.attrs.get_int("normalized_ndim");
   const NormView v = layer_view(b.meta(x[0]).shape, nd);
@@ -383,12 +382,7 @@ V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const
     dgamma = g[1];
     dbeta = g[2];
   }
-  const DType cd = stats_dtype(b.meta(x[0]).dtype);
-  const Value dmean = dy[1].valid() ? b.reshape(cast(b, dy[1], cd), v.stats) : Value{};
-  const Value dvar = dvar_of_dinvstd(b, dy[2].valid() ? b.reshape(cast(b, dy[2], cd), v.stats) : Value{},
-                                     b.reshape(y[2], v.stats));
-  dx = add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
-  return {dx, dgamma, dbeta};
+  return {with_stats_adjoints(b, x, y, dy, dx, v), dgamma, dbeta};
 }
 
 V group_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
@@ -409,12 +403,7 @@ V group_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const
   v.view = shape_of({xs.dims[0], groups, d});
   v.stats = shape_of({xs.dims[0], groups, 1});
   v.count = static_cast<double>(v.view.dims[2]);
-  const DType cd = stats_dtype(b.meta(x[0]).dtype);
-  const Value dmean = dy[1].valid() ? b.reshape(cast(b, dy[1], cd), v.stats) : Value{};
-  const Value dvar = dvar_of_dinvstd(b, dy[2].valid() ? b.reshape(cast(b, dy[2], cd), v.stats) : Value{},
-                                     b.reshape(y[2], v.stats));
-  dx = add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
-  return {dx, dgamma, dbeta};
+  return {with_stats_adjoints(b, x, y, dy, dx, v), dgamma, dbeta};
 }
 
 // Training: y through batch_norm_grad; batch_mean, batch_invstd and the new

@@ -213,15 +213,7 @@ AttrSpec bool_attr(const char* name, bool v) { return {name, AttrType::kBool, fa
 // The arithmetic follows docs/ops-optim.md step by step, in the state dtype
 // (f32 for f16/bf16 params), so results match the fused kernels to rounding.
 
-using rules::add;
-using rules::cast;
-using rules::div;
-using rules::dt;
-using rules::mul;
-using rules::Rules;
-using rules::sub;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 V decompose_sgd(ir::Builder& b, const V& x, const Attrs& a) {
   const double momentum = a.get_float("momentum"), dampening = a.get_float("dampening"),

@@ -173,10 +173,7 @@ AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat
 // Sampling ops have no differentiable inputs; dropout's adjoint is dy on the
 // kept elements scaled like the forward pass (dx = dy * mask / (1 - p)).
 
-using rules::GradBuilder;
-using rules::Rules;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 V dropout_bp(GradBuilder& b, const ir::Node& n, const V&, const V& y, const V& dy) {
   if (!dy[0].valid()) return {Value{}};

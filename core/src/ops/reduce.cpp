@@ -44,16 +44,7 @@
 namespace spora {
 namespace {
 
-using rules::cast;
-using rules::div;
-using rules::dt;
-using rules::GradBuilder;
-using rules::k;
-using rules::mul;
-using rules::Rules;
-using rules::sub;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
 const std::vector<DType> kArith = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,

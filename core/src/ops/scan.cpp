@@ -27,10 +27,7 @@
 namespace spora {
 namespace {
 
-using rules::GradBuilder;
-using rules::Rules;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 const std::vector<DType> kArith = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                    SPORA_DTYPE_I32, SPORA_DTYPE_I64};

@@ -39,14 +39,7 @@
 namespace spora {
 namespace {
 
-using rules::dims_of;
-using rules::GradBuilder;
-using rules::product;
-using rules::Rules;
-using rules::shape_of;
-using rules::V;
-using rules::Value;
-using rules::zeros;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 const std::vector<DType> kAll = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                  SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};

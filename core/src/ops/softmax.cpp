@@ -63,13 +63,7 @@ Cost softmax_cost(const OpCall& c) {
 
 // ---- gradient rules ------------------------------------------------------------
 
-using rules::axis_attr;
-using rules::GradBuilder;
-using rules::mul;
-using rules::Rules;
-using rules::sub;
-using rules::V;
-using rules::Value;
+using namespace rules;  // the rule vocabulary (ops/rule_helpers.h)
 
 // sum over one axis, kept; a scalar is its own sum.
 Value sum_axis(GradBuilder& b, Value v, int64_t axis) {
