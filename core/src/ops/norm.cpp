@@ -370,14 +370,15 @@ Value with_stats_adjoints(GradBuilder& b, const V& x, const V& y, const V& dy, V
   return add_opt(b, dx, through_stats(b, x[0], y[1], dmean, dvar, v));
 }
 
-V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
-  const int64_t nd = n.attrs.get_int("normalized_ndim");
-  const NormView v = layer_view(b.meta(x[0]).shape, nd);
+// Layer and group norm: y through their *_grad op (attribute `attr` =
+// `value`), then what flows back through the mean and invstd outputs.
+V per_sample_norm_bp(GradBuilder& b, const char* grad_op, const char* attr, int64_t value, const V& x, const V& y,
+                     const V& dy, const NormView& v) {
   Value dx, dgamma, dbeta;
   if (dy[0].valid()) {
     Attrs a;
-    a.set("normalized_ndim", AttrValue::of_int(nd));
-    const V g = b.ops("layer_norm_grad", {x[0], dy[0], x[1], y[1], y[2]}, a);
+    a.set(attr, AttrValue::of_int(value));
+    const V g = b.ops(grad_op, {x[0], dy[0], x[1], y[1], y[2]}, a);
     dx = g[0];
     dgamma = g[1];
     dbeta = g[2];
@@ -385,25 +386,22 @@ V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const
   return {with_stats_adjoints(b, x, y, dy, dx, v), dgamma, dbeta};
 }
 
+V layer_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  const int64_t nd = n.attrs.get_int("normalized_ndim");
+  return per_sample_norm_bp(b, "layer_norm_grad", "normalized_ndim", nd, x, y, dy,
+                            layer_view(b.meta(x[0]).shape, nd));
+}
+
 V group_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
   const int64_t groups = n.attrs.get_int("groups");
   const Shape xs = b.meta(x[0]).shape;
-  Value dx, dgamma, dbeta;
-  if (dy[0].valid()) {
-    Attrs a;
-    a.set("groups", AttrValue::of_int(groups));
-    const V g = b.ops("group_norm_grad", {x[0], dy[0], x[1], y[1], y[2]}, a);
-    dx = g[0];
-    dgamma = g[1];
-    dbeta = g[2];
-  }
   // Statistics per (n, g) over C/G channels and the spatial dims.
   NormView v;
   const int64_t d = product(xs, 1, xs.rank) / (groups ? groups : 1);
   v.view = shape_of({xs.dims[0], groups, d});
   v.stats = shape_of({xs.dims[0], groups, 1});
   v.count = static_cast<double>(v.view.dims[2]);
-  return {with_stats_adjoints(b, x, y, dy, dx, v), dgamma, dbeta};
+  return per_sample_norm_bp(b, "group_norm_grad", "groups", groups, x, y, dy, v);
 }
 
 // Training: y through batch_norm_grad; batch_mean, batch_invstd and the new
