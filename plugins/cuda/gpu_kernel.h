@@ -51,6 +51,20 @@ void add_optim_kernels(std::vector<GpuKernelEntry>& out);
 void add_loss_kernels(std::vector<GpuKernelEntry>& out);
 void add_layout_kernels(std::vector<GpuKernelEntry>& out);
 void add_indexing_kernels(std::vector<GpuKernelEntry>& out);
+void add_dnn_kernels(std::vector<GpuKernelEntry>& out);       // gpu_dnn_ops.cpp: conv, pooling, batch norm
+void add_norm_kernels(std::vector<GpuKernelEntry>& out);      // kernels/norm.cu: layer and group norm
+void add_scan_kernels(std::vector<GpuKernelEntry>& out);      // kernels/scan.cu: cumsum, topk
+void add_random_kernels(std::vector<GpuKernelEntry>& out);    // kernels/random.cu: Philox ops, dropout
+void add_pad_kernels(std::vector<GpuKernelEntry>& out);       // kernels/pad.cu
+void add_creation_kernels(std::vector<GpuKernelEntry>& out);  // kernels/creation.cu: arange, eye
+void add_fused_kernels(std::vector<GpuKernelEntry>& out);     // gpu_fused.cpp: NVRTC regions (CUDA only)
+
+// The plugin's own kernels for what cuDNN does on CUDA: always used by the
+// ROCm build (Debian has no MIOpen), on CUDA when cuDNN cannot take a case
+// or SPORA_GPU_OWN_DNN=1 (gpu_dnn_ops.cpp chooses).
+spora_plugin_error_t* plan_own_conv(GpuPlan& plan);        // kernels/conv.cu
+spora_plugin_error_t* plan_own_pool(GpuPlan& plan);        // kernels/pool.cu
+spora_plugin_error_t* plan_own_batch_norm(GpuPlan& plan);  // kernels/norm.cu
 
 // Threads per block for 1-D elementwise launches, and the grid for n
 // elements (grid-stride loops cover the rest).

@@ -24,6 +24,15 @@ const std::vector<GpuKernelEntry>& entries() {
     add_loss_kernels(v);
     add_layout_kernels(v);
     add_indexing_kernels(v);
+    add_dnn_kernels(v);
+    add_norm_kernels(v);
+    add_scan_kernels(v);
+    add_random_kernels(v);
+    add_pad_kernels(v);
+    add_creation_kernels(v);
+#if !defined(SPORA_GPU_HIP)
+    add_fused_kernels(v);  // NVRTC: CUDA only
+#endif
     return v;
   }();
   return all;

@@ -6,6 +6,8 @@
 #include "error.h"
 #if !defined(SPORA_GPU_HIP)
 #include "gpu_blas.h"
+#include "gpu_dnn.h"
+#include "gpu_nvrtc.h"
 #endif
 
 namespace spora::gpu {
@@ -132,6 +134,16 @@ spora_plugin_error_t* create_state() {
     host_log(SPORA_LOG_WARN, "cuBLAS not loaded (" + why + "): matmul uses the plugin's own GEMM kernel");
   else
     host_log(SPORA_LOG_INFO, "cuBLAS loaded: f32/f64 matmul uses cublas[SD]gemmStridedBatched");
+  // Optional: without cuDNN, convolution, pooling and batch norm run elsewhere.
+  if (const std::string why = dnn::load(); !why.empty())
+    host_log(SPORA_LOG_WARN, "cuDNN not loaded (" + why + "): convolution, pooling and batch norm are unsupported");
+  else
+    host_log(SPORA_LOG_INFO, "cuDNN loaded: convolution, pooling and batch norm use it");
+  // Optional: without NVRTC, fused_elementwise regions are unsupported (their ops run unfused).
+  if (const std::string why = rtc::load(); !why.empty())
+    host_log(SPORA_LOG_WARN, "NVRTC not loaded (" + why + "): fused_elementwise is unsupported");
+  else
+    host_log(SPORA_LOG_INFO, "NVRTC loaded: fused_elementwise regions are compiled at plan time");
 #endif
   g_state.store(state.release(), std::memory_order_release);
   return nullptr;
@@ -152,6 +164,8 @@ void destroy_state() {
   }
 #if !defined(SPORA_GPU_HIP)
   blas::unload();
+  dnn::unload();
+  rtc::unload();
 #endif
   delete state;
 }

@@ -1,0 +1,6 @@
+// SCAFFOLD: registered, no kernels yet (own pooling).
+#include "gpu_device.h"
+
+namespace spora::gpu {
+spora_plugin_error_t* plan_own_pool(GpuPlan& gp) { return spora::plugin::unsupported(gp.desc, "no own kernel yet"); }
+}  // namespace spora::gpu
