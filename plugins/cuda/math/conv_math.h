@@ -1,0 +1,226 @@
+// The GPU plugins' own 2-D convolutions, NCHW (the kernels the ROCm build
+// always uses and CUDA uses without cuDNN): conv2d and its bias/epilogue
+// forms, conv2d_grad_input and conv2d_transpose (the same gather), and
+// conv2d_grad_weight. Semantics and summation order are those of the
+// reference (plugins/common/kernels/conv.cpp, epilogue.cpp):
+//   forward: one thread per output element; the bias starts the sum, then
+//     channels of the group, kernel rows, kernel columns, in the compute
+//     type -- the reference's order for every element, so results are
+//     bit-exact on the host (a GPU compiler may contract to FMA).
+//   data: one thread per input element gathering the output positions that
+//     read it, in the reference's (output channel, row, column) order; no
+//     atomics, deterministic.
+//   weight: one block per weight element; thread t sums the valid output
+//     positions t, t + kConvThreads, ... in double (as the reference), then
+//     a halving tree in shared memory. conv_weight_emulate runs it on the
+//     host for tests/gpu.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "gemm_math.h"
+#include "hd.h"
+#include "kernel_plan.h"  // plugins/common: KernelPlan (host side)
+
+namespace spora::gpu {
+
+enum class ConvKind : int32_t { kForward, kData, kWeight };
+
+constexpr int kConvThreads = 256;
+
+// Sizes of the forward convolution x [N,C,H,W] * w [O,C/g,kH,kW] -> y
+// [N,O,OH,OW], whatever the op's operand order.
+struct ConvIndex {
+  ConvKind kind = ConvKind::kForward;
+  int64_t n = 0, cin = 0, h = 0, w = 0;    // x
+  int64_t o_all = 0, cg = 0, kh = 0, kw = 0;  // w; cg = input channels per group
+  int64_t oh = 0, ow = 0, og = 0;          // y; og = output channels per group
+  int64_t stride[2] = {1, 1}, dil[2] = {1, 1}, pad[4] = {0, 0, 0, 0};  // pad: top, bottom, left, right
+  int32_t has_bias = 0, has_ep = 0;
+  GemmEpilogue ep;
+};
+
+SPORA_HD inline int64_t conv_floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// The output positions [lo, hi) whose tap o*stride + off lands in [0, n_in).
+SPORA_HD inline void conv_tap_range(int64_t n_in, int64_t n_out, int64_t stride, int64_t off, int64_t* lo,
+                                    int64_t* hi) {
+  int64_t l = -conv_floor_div(off, stride);  // ceil(-off / stride)
+  if (l < 0) l = 0;
+  int64_t h = conv_floor_div(n_in - 1 - off, stride) + 1;
+  if (h > n_out) h = n_out;
+  *lo = l;
+  *hi = h < l ? l : h;
+}
+
+// Output element e of the forward convolution (and its fused epilogue;
+// `residual` is the whole residual tensor, shaped like y).
+template <class T>
+SPORA_HD inline T conv_fwd_elem(const ConvIndex& ix, const T* x, const T* w, const T* b, const T* residual,
+                                int64_t e) {
+  using C = compute_of<T>;
+  const int64_t q = e % ix.ow, r = (e / ix.ow) % ix.oh, o = (e / (ix.ow * ix.oh)) % ix.o_all,
+                n = e / (ix.ow * ix.oh * ix.o_all);
+  C acc = ix.has_bias ? elem<T>::load(b[o]) : C(0);
+  const int64_t c0 = (o / ix.og) * ix.cg;
+  const int64_t h0 = r * ix.stride[0] - ix.pad[0], w0 = q * ix.stride[1] - ix.pad[2];
+  for (int64_t c = 0; c < ix.cg; ++c) {
+    const T* xp = x + (n * ix.cin + c0 + c) * ix.h * ix.w;
+    const T* wp = w + (o * ix.cg + c) * ix.kh * ix.kw;
+    for (int64_t i = 0; i < ix.kh; ++i) {
+      const int64_t ih = h0 + i * ix.dil[0];
+      if (ih < 0 || ih >= ix.h) continue;
+      for (int64_t j = 0; j < ix.kw; ++j) {
+        const int64_t iw = w0 + j * ix.dil[1];
+        if (iw < 0 || iw >= ix.w) continue;
+        acc += elem<T>::load(wp[i * ix.kw + j]) * elem<T>::load(xp[ih * ix.w + iw]);
+      }
+    }
+  }
+  return gemm_store<T>(ix.has_ep ? &ix.ep : nullptr, acc, ix.has_ep && ix.ep.has_add ? residual + e : nullptr);
+}
+
+// Input-gradient element e of dx [N,C,H,W] (also conv2d_transpose's output):
+// the sum over output channels of the group, kernel rows, kernel columns of
+// w * dy at the output position whose tap is this element.
+template <class T>
+SPORA_HD inline T conv_data_elem(const ConvIndex& ix, const T* dy, const T* w, int64_t e) {
+  using C = compute_of<T>;
+  const int64_t iw = e % ix.w, ih = (e / ix.w) % ix.h, c = (e / (ix.w * ix.h)) % ix.cin,
+                n = e / (ix.w * ix.h * ix.cin);
+  const int64_t grp = c / ix.cg, cc = c % ix.cg;
+  C acc = C(0);
+  for (int64_t o = grp * ix.og; o < (grp + 1) * ix.og; ++o) {
+    const T* dp = dy + (n * ix.o_all + o) * ix.oh * ix.ow;
+    const T* wp = w + (o * ix.cg + cc) * ix.kh * ix.kw;
+    for (int64_t i = 0; i < ix.kh; ++i) {
+      const int64_t th = ih + ix.pad[0] - i * ix.dil[0];  // = r * stride
+      if (th < 0 || th % ix.stride[0] != 0) continue;
+      const int64_t r = th / ix.stride[0];
+      if (r >= ix.oh) continue;
+      for (int64_t j = 0; j < ix.kw; ++j) {
+        const int64_t tw = iw + ix.pad[2] - j * ix.dil[1];
+        if (tw < 0 || tw % ix.stride[1] != 0) continue;
+        const int64_t q = tw / ix.stride[1];
+        if (q >= ix.ow) continue;
+        acc += elem<T>::load(wp[i * ix.kw + j]) * elem<T>::load(dp[r * ix.ow + q]);
+      }
+    }
+  }
+  return elem<T>::store(acc);
+}
+
+// The valid output positions of weight element `we` (= ((o*cg + c)*kH + i)*kW + j):
+// rows [r_lo, r_hi) x columns [q_lo, q_hi) in every batch entry.
+struct ConvWeightTap {
+  int64_t o, c0c, i, j;  // c0c: the input channel read
+  int64_t r_lo, r_hi, q_lo, q_hi, off_h, off_w;
+};
+
+SPORA_HD inline ConvWeightTap conv_weight_tap(const ConvIndex& ix, int64_t we) {
+  ConvWeightTap t;
+  t.j = we % ix.kw;
+  t.i = (we / ix.kw) % ix.kh;
+  const int64_t c = (we / (ix.kw * ix.kh)) % ix.cg;
+  t.o = we / (ix.kw * ix.kh * ix.cg);
+  t.c0c = (t.o / ix.og) * ix.cg + c;
+  t.off_h = t.i * ix.dil[0] - ix.pad[0];
+  t.off_w = t.j * ix.dil[1] - ix.pad[2];
+  conv_tap_range(ix.h, ix.oh, ix.stride[0], t.off_h, &t.r_lo, &t.r_hi);
+  conv_tap_range(ix.w, ix.ow, ix.stride[1], t.off_w, &t.q_lo, &t.q_hi);
+  return t;
+}
+
+// Thread t's double partial of weight element `we`: dy * x over the valid
+// (n, r, q) positions t, t + kConvThreads, ... (row-major).
+template <class T>
+SPORA_HD inline double conv_weight_partial(const ConvIndex& ix, const T* x, const T* dy, const ConvWeightTap& tp,
+                                           int t) {
+  const int64_t nr = tp.r_hi - tp.r_lo, nq = tp.q_hi - tp.q_lo, total = ix.n * nr * nq;
+  double s = 0;
+  for (int64_t k = t; k < total; k += kConvThreads) {
+    const int64_t q = tp.q_lo + k % nq, r = tp.r_lo + (k / nq) % nr, n = k / (nq * nr);
+    const int64_t ih = r * ix.stride[0] + tp.off_h, iw = q * ix.stride[1] + tp.off_w;
+    s += static_cast<double>(elem<T>::load(dy[((n * ix.o_all + tp.o) * ix.oh + r) * ix.ow + q])) *
+         static_cast<double>(elem<T>::load(x[((n * ix.cin + tp.c0c) * ix.h + ih) * ix.w + iw]));
+  }
+  return s;
+}
+
+SPORA_HD inline void conv_tree_level(double* acc, int t, int s) {
+  if (t < s) acc[t] += acc[t + s];
+}
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+// Host emulation of the block computing weight element `we`, in the device's order.
+template <class T>
+inline T conv_weight_emulate(const ConvIndex& ix, const T* x, const T* dy, int64_t we) {
+  double acc[kConvThreads];
+  const ConvWeightTap tp = conv_weight_tap(ix, we);
+  for (int t = 0; t < kConvThreads; ++t) acc[t] = conv_weight_partial<T>(ix, x, dy, tp, t);
+  for (int s = kConvThreads / 2; s > 0; s >>= 1)
+    for (int t = 0; t < kConvThreads; ++t) conv_tree_level(acc, t, s);
+  return elem<T>::store(acc[0]);
+}
+#endif
+
+// Host side: the index of a validated conv descriptor (the reference planner
+// checked shapes and attributes). Returns false with `why` for an op or
+// activation it does not know.
+inline bool conv_index_of(const spora::plugin::KernelPlan& p, ConvIndex* ix, std::string* why) {
+  const std::string& op = p.op;
+  const bool fwd = op == "conv2d" || op == "conv2d_bias" || op == "conv2d_act" || op == "conv2d_add_act";
+  const bool data = op == "conv2d_grad_input" || op == "conv2d_transpose";
+  const bool weight = op == "conv2d_grad_weight";
+  if (!fwd && !data && !weight) {
+    *why = "not a convolution";
+    return false;
+  }
+  ix->kind = fwd ? ConvKind::kForward : data ? ConvKind::kData : ConvKind::kWeight;
+  const spora::plugin::Shape &a = p.in[0].shape, &b = p.in[1].shape, &out = p.out[0].shape;
+  const spora::plugin::Shape& x = data ? out : a;
+  const spora::plugin::Shape& w = weight ? out : b;
+  const spora::plugin::Shape& y = fwd ? out : data ? a : b;
+  const auto s = p.attrs.get_ints("stride"), d = p.attrs.get_ints("dilation"), pad = p.attrs.get_ints("padding");
+  if (s.size() != 2 || d.size() != 2 || pad.size() != 4 || x.rank != 4 || w.rank != 4 || y.rank != 4) {
+    *why = "expects NCHW operands and canonical stride, dilation and padding";
+    return false;
+  }
+  const int64_t groups = p.attrs.get_int("groups", 1);
+  for (int i = 0; i < 2; ++i) {
+    ix->stride[i] = s[static_cast<size_t>(i)];
+    ix->dil[i] = d[static_cast<size_t>(i)];
+  }
+  for (int i = 0; i < 4; ++i) ix->pad[i] = pad[static_cast<size_t>(i)];
+  ix->n = x.dims[0];
+  ix->cin = x.dims[1];
+  ix->h = x.dims[2];
+  ix->w = x.dims[3];
+  ix->o_all = w.dims[0];
+  ix->cg = w.dims[1];
+  ix->kh = w.dims[2];
+  ix->kw = w.dims[3];
+  ix->oh = y.dims[2];
+  ix->ow = y.dims[3];
+  ix->og = groups > 0 ? w.dims[0] / groups : 0;
+  ix->has_bias = op != "conv2d" && fwd;
+  ix->has_ep = op == "conv2d_act" || op == "conv2d_add_act";
+  if (ix->has_ep &&
+      !gemm_epilogue_of(p.attrs.get_string("activation", "none"), op == "conv2d_add_act", &ix->ep)) {
+    *why = "unknown activation \"" + p.attrs.get_string("activation", "none") + "\"";
+    return false;
+  }
+  return true;
+}
+
+// Elements the launch covers: y, dx, or (blocks) dw.
+inline int64_t conv_work(const ConvIndex& ix) {
+  switch (ix.kind) {
+    case ConvKind::kForward: return ix.n * ix.o_all * ix.oh * ix.ow;
+    case ConvKind::kData: return ix.n * ix.cin * ix.h * ix.w;
+    case ConvKind::kWeight: return ix.o_all * ix.cg * ix.kh * ix.kw;
+  }
+  return 0;
+}
+
+}  // namespace spora::gpu
