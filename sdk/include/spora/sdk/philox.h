@@ -21,6 +21,14 @@
 #pragma once
 #include <cstdint>
 
+// Callable from GPU kernels too (the CUDA and ROCm plugins draw the same
+// streams on the device); plain inline functions elsewhere.
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define SPORA_PHILOX_HD __host__ __device__
+#else
+#define SPORA_PHILOX_HD
+#endif
+
 namespace spora::plugin {
 
 struct PhiloxBlock {
@@ -28,7 +36,7 @@ struct PhiloxBlock {
 };
 
 // One Philox-4x32 block: 10 rounds over `ctr` under key (k0, k1).
-inline PhiloxBlock philox4x32_10(PhiloxBlock ctr, uint32_t k0, uint32_t k1) {
+SPORA_PHILOX_HD inline PhiloxBlock philox4x32_10(PhiloxBlock ctr, uint32_t k0, uint32_t k1) {
   // Multipliers and Weyl key increments from the paper.
   constexpr uint64_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
   constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
@@ -52,12 +60,12 @@ inline PhiloxBlock philox4x32_10(PhiloxBlock ctr, uint32_t k0, uint32_t k1) {
 // The stream of (seed, offset); see the top of this file.
 class PhiloxStream {
  public:
-  PhiloxStream(uint64_t seed, uint64_t offset)
+  SPORA_PHILOX_HD PhiloxStream(uint64_t seed, uint64_t offset)
       : k0_(static_cast<uint32_t>(seed)), k1_(static_cast<uint32_t>(seed >> 32)),
         o0_(static_cast<uint32_t>(offset)), o1_(static_cast<uint32_t>(offset >> 32)) {}
 
   // Words 4b .. 4b+3.
-  PhiloxBlock block(uint64_t b) const {
+  SPORA_PHILOX_HD PhiloxBlock block(uint64_t b) const {
     return philox4x32_10({{static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32), o0_, o1_}}, k0_, k1_);
   }
 
@@ -72,20 +80,20 @@ constexpr double kTwoM24 = 1.0 / 16777216.0;             // 2^-24
 constexpr double kTwoM53 = 1.0 / 9007199254740992.0;     // 2^-53
 
 // [0, 1) on the grid k * 2^-24.
-inline double uniform24(uint32_t w) { return static_cast<double>(w >> 8) * kTwoM24; }
+SPORA_PHILOX_HD inline double uniform24(uint32_t w) { return static_cast<double>(w >> 8) * kTwoM24; }
 // (0, 1]: safe to take the logarithm of.
-inline double uniform24_open0(uint32_t w) { return static_cast<double>((w >> 8) + 1) * kTwoM24; }
+SPORA_PHILOX_HD inline double uniform24_open0(uint32_t w) { return static_cast<double>((w >> 8) + 1) * kTwoM24; }
 // (0, 1), symmetric: the midpoints (k + 1/2) * 2^-24.
-inline double uniform24_mid(uint32_t w) { return (static_cast<double>(w >> 8) + 0.5) * kTwoM24; }
+SPORA_PHILOX_HD inline double uniform24_mid(uint32_t w) { return (static_cast<double>(w >> 8) + 0.5) * kTwoM24; }
 
-inline uint64_t bits53(uint32_t hi, uint32_t lo) {
+SPORA_PHILOX_HD inline uint64_t bits53(uint32_t hi, uint32_t lo) {
   return (static_cast<uint64_t>(hi >> 5) << 26) | (lo >> 6);
 }
-inline double uniform53(uint32_t hi, uint32_t lo) { return static_cast<double>(bits53(hi, lo)) * kTwoM53; }
-inline double uniform53_open0(uint32_t hi, uint32_t lo) {
+SPORA_PHILOX_HD inline double uniform53(uint32_t hi, uint32_t lo) { return static_cast<double>(bits53(hi, lo)) * kTwoM53; }
+SPORA_PHILOX_HD inline double uniform53_open0(uint32_t hi, uint32_t lo) {
   return static_cast<double>(bits53(hi, lo) + 1) * kTwoM53;
 }
 // (0, 1), symmetric: odd multiples of 2^-53 (k + 1/2 would need 54 bits).
-inline double uniform53_mid(uint32_t hi, uint32_t lo) { return static_cast<double>(bits53(hi, lo) | 1u) * kTwoM53; }
+SPORA_PHILOX_HD inline double uniform53_mid(uint32_t hi, uint32_t lo) { return static_cast<double>(bits53(hi, lo) | 1u) * kTwoM53; }
 
 }  // namespace spora::plugin
