@@ -1,12 +1,15 @@
-// Elementwise fusion on cpu: chains of elementwise ops as compiled graphs,
-// unoptimized (one kernel per op, intermediates in the arena) vs optimized
+// Elementwise fusion on a device (cpu by default): chains of elementwise ops
+// as compiled graphs, unoptimized (one kernel per op, intermediates in the arena) vs optimized
 // at level 2 (the elementwise_fusion pass: one fused_elementwise kernel, one
 // pass over memory). Each chain ends in a sum (see bench()). Prints the best
 // time per run of each, the speedup and the fused run's effective bandwidth
 // (bytes of the chain's inputs and result).
 //
-//   bench_fusion [elements [filter]]   (default 1M elements; filter: a substring
-//                                      of "name dtype"; SPORA_NUM_THREADS as usual)
+//   bench_fusion [elements [filter [device]]]   (default 1M elements; filter: a
+//                 substring of "name dtype", "" for all; device: cpu (default),
+//                 cuda, ...; SPORA_NUM_THREADS as usual). On cuda the fused
+//                 region is one NVRTC-compiled kernel (plugins/cuda/gpu_fused.cpp).
+//                 A device that is not there prints "no device: why" and exits 0.
 #include <spora/spora.h>
 
 #include <algorithm>
@@ -88,7 +91,8 @@ struct G {
 // Seconds per run of each executable: runs alternate between them (the
 // machine is shared, so both see the same load) and the fastest sample of
 // each is kept.
-std::vector<double> time_runs(const std::vector<spora_executable_t*>& exes, const std::vector<spora_tensor_t*>& params) {
+std::vector<double> time_runs(spora_device_t* dev, const std::vector<spora_executable_t*>& exes,
+                              const std::vector<spora_tensor_t*>& params) {
   auto batch = [&](spora_executable_t* exe, int iters) {
     const auto s = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) {
@@ -96,6 +100,8 @@ std::vector<double> time_runs(const std::vector<spora_executable_t*>& exes, cons
       if (!ok(spora_executable_run(exe, params.data(), params.size(), &out, 1), "run")) std::exit(1);
       spora_tensor_free(out);
     }
+    // Runs are queued asynchronously on a GPU: the time is until they finish.
+    if (!ok(spora_device_synchronize(dev), "synchronize")) std::exit(1);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count() / iters;
   };
   std::vector<int> iters;
@@ -133,7 +139,7 @@ void bench(const char* name, spora_device_t* dev, spora_dtype_t dt, int64_t n,
   spora_executable_t *e0, *e1;
   if (!ok(spora_graph_compile(b.g, dev, &e0), "compile") || !ok(spora_graph_compile(fused, dev, &e1), "compile"))
     std::exit(1);
-  const std::vector<double> t = time_runs({e0, e1}, b.params);
+  const std::vector<double> t = time_runs(dev, {e0, e1}, b.params);
   const double t0 = t[0], t1 = t[1];
   const double bytes = static_cast<double>(n) * (static_cast<double>(b.params.size()) + 1) *
                        static_cast<double>(spora_dtype_size(dt));
@@ -150,29 +156,35 @@ void bench(const char* name, spora_device_t* dev, spora_dtype_t dt, int64_t n,
 
 int main(int argc, char** argv) {
   const int64_t n = argc > 1 ? std::atoll(argv[1]) : (1 << 20);
-  if (argc > 2) g_filter = argv[2];
+  if (argc > 2 && argv[2][0]) g_filter = argv[2];
+  const char* device = argc > 3 ? argv[3] : "cpu";
   spora_context_t* ctx;
-  spora_device_t* cpu;
-  if (!ok(spora_context_create(&ctx), "ctx") || !ok(spora_device_find(ctx, "cpu", &cpu), "cpu")) return 1;
-  std::printf("elementwise chains on cpu, %lld elements, compiled: unoptimized vs level 2 (fused)\n",
+  spora_device_t* dev;
+  if (!ok(spora_context_create(&ctx), "ctx")) return 1;
+  if (spora_device_find(ctx, device, &dev) != SPORA_OK) {
+    std::printf("no device: %s: %s\n", device, spora_last_error());
+    spora_context_free(ctx);
+    return 0;
+  }
+  std::printf("elementwise chains on %s, %lld elements, compiled: unoptimized vs level 2 (fused)\n", device,
               static_cast<long long>(n));
   const std::vector<int64_t> shape = {n};
   for (spora_dtype_t dt : {SPORA_DTYPE_F32, SPORA_DTYPE_BF16, SPORA_DTYPE_F64}) {
-    bench("sigmoid(x)*x+1", cpu, dt, n, [&](G& b) {
+    bench("sigmoid(x)*x+1", dev, dt, n, [&](G& b) {
       const spora_value_t x = b.input("x", shape);
       return b.op("add", {b.op("mul", {b.op("sigmoid", {x}), x}), b.scalar(1)});
     });
-    bench("where(x>0, dy, 0)  (relu backward)", cpu, dt, n, [&](G& b) {
+    bench("where(x>0, dy, 0)  (relu backward)", dev, dt, n, [&](G& b) {
       const spora_value_t x = b.input("x", shape), dy = b.input("dy", shape);
       const spora_value_t zero = b.scalar(0);
       return b.op("where", {b.op("greater", {x, zero}), dy, zero});
     });
-    bench("w - lr*(mu*m + g)  (momentum step)", cpu, dt, n, [&](G& b) {
+    bench("w - lr*(mu*m + g)  (momentum step)", dev, dt, n, [&](G& b) {
       const spora_value_t w = b.input("w", shape), m = b.input("m", shape), g = b.input("g", shape);
       const spora_value_t v = b.op("add", {b.op("mul", {m, b.scalar(0.9f)}), g});
       return b.op("sub", {w, b.op("mul", {v, b.scalar(0.01f)})});
     });
-    bench("0.5x(1+tanh(0.8(x+0.04x^3)))", cpu, dt, n, [&](G& b) {
+    bench("0.5x(1+tanh(0.8(x+0.04x^3)))", dev, dt, n, [&](G& b) {
       const spora_value_t x = b.input("x", shape);
       const spora_value_t x3 = b.op("mul", {b.op("mul", {x, x}), x});
       const spora_value_t u = b.op("mul", {b.op("add", {x, b.op("mul", {x3, b.scalar(0.044715f)})}), b.scalar(0.79788456f)});

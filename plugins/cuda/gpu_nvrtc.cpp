@@ -5,6 +5,7 @@
 #include <nvrtc.h>  // types only: nothing is linked
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -162,9 +163,16 @@ void build(Entry* e, const std::string& source, const std::string& name, const H
 std::string load() {
   const std::string name = "libnvrtc.so." + std::to_string(CUDART_VERSION / 1000);
   void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // The toolkit's library folder is often not on the loader's path.
+  const char* err = h ? nullptr : dlerror();
+  const std::string first_error = err ? err : name + " not found";
+  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+    const char* dir = std::getenv(env);
+    if (!h && dir && *dir) h = dlopen((std::string(dir) + "/lib64/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
+  if (!h) h = dlopen(("/usr/local/cuda/lib64/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
-    const char* e = dlerror();
-    g_why = e ? e : name + " not found";
+    g_why = first_error + " (nor in $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64)";
     return g_why;
   }
   Lib lib;
