@@ -344,6 +344,109 @@ spora_plugin_error_t* plan_conv(GpuPlan& gp, const TypeChoice& t) {
   return nullptr;
 }
 
+// ---- support probes ----
+
+// Whether cuDNN's legacy pooling / batch norm kernels run a configuration
+// at all (a data type, a mode): they have no plan-time query, and a
+// NOT_SUPPORTED at launch would fail the op instead of falling back. One
+// tiny call on scratch memory on a private stream, once per device and
+// key; a failure refuses the plan (the own kernel takes it).
+using ProbeFn = cudnnStatus_t (*)(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch);
+constexpr size_t kProbeSlot = 256, kProbeSlots = 12;
+
+std::mutex g_probe_mu;
+std::map<std::vector<int64_t>, cudnnStatus_t> g_probes;
+
+spora_plugin_error_t* probe(const GpuPlan& gp, const char* what, ProbeFn fn, const TypeChoice& t, int mode) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return spora::plugin::unsupported(gp.desc, "no current device");
+  const std::vector<int64_t> key = {device, reinterpret_cast<int64_t>(fn), static_cast<int64_t>(t.data), mode};
+  {
+    std::lock_guard<std::mutex> lock(g_probe_mu);
+    auto it = g_probes.find(key);
+    if (it != g_probes.end()) {
+      if (it->second == CUDNN_STATUS_SUCCESS) return nullptr;
+      return refuse(gp, std::string(what) + " (support probe)", it->second);
+    }
+  }
+  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  void* scratch = nullptr;
+  cudaStream_t stream = nullptr;
+  if (cudaMalloc(&scratch, kProbeSlot * kProbeSlots) != cudaSuccess ||
+      cudaMemset(scratch, 0, kProbeSlot * kProbeSlots) != cudaSuccess ||
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
+    st = CUDNN_STATUS_ALLOC_FAILED;
+  } else {
+    std::lock_guard<std::mutex> lock(g_mu);
+    cudnnHandle_t h = nullptr;
+    st = handle_locked(&h);
+    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
+    if (st == CUDNN_STATUS_SUCCESS) st = fn(h, t, mode, static_cast<char*>(scratch));
+    if (st == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(stream) != cudaSuccess)
+      st = CUDNN_STATUS_EXECUTION_FAILED;
+  }
+  if (stream) (void)cudaStreamDestroy(stream);
+  if (scratch) (void)cudaFree(scratch);
+  if (st == CUDNN_STATUS_ALLOC_FAILED)  // not an answer about support: ask again next time
+    return refuse(gp, std::string(what) + " (support probe)", st);
+  {
+    std::lock_guard<std::mutex> lock(g_probe_mu);
+    g_probes[key] = st;
+  }
+  if (st != CUDNN_STATUS_SUCCESS) return refuse(gp, std::string(what) + " (support probe)", st);
+  return nullptr;
+}
+
+char* slot(char* scratch, int i) { return scratch + kProbeSlot * static_cast<size_t>(i); }
+
+// Pooling x [1,1,2,2] -> y [1,1,1,1] in `mode`, forward or backward.
+cudnnStatus_t probe_pool(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch, bool backward) {
+  Descs d;
+  const bool dbl = t.data == DataType::kDouble;
+  cudnnStatus_t st = make_tensor(&d.x, t.data, Dims4{1, 1, 2, 2});
+  if (st == CUDNN_STATUS_SUCCESS) st = make_tensor(&d.y, t.data, Dims4{1, 1, 1, 1});
+  if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnCreatePoolingDescriptor(&d.pool);
+  if (st == CUDNN_STATUS_SUCCESS)
+    st = g_lib.cudnnSetPooling2dDescriptor(d.pool, static_cast<cudnnPoolingMode_t>(mode), CUDNN_PROPAGATE_NAN, 2, 2,
+                                           0, 0, 2, 2);
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  if (!backward)
+    return g_lib.cudnnPoolingForward(h, d.pool, kScale.one(dbl), d.x, slot(scratch, 0), kScale.zero(dbl), d.y,
+                                     slot(scratch, 1));
+  return g_lib.cudnnPoolingBackward(h, d.pool, kScale.one(dbl), d.y, slot(scratch, 1), d.y, slot(scratch, 2), d.x,
+                                    slot(scratch, 0), kScale.zero(dbl), d.x, slot(scratch, 3));
+}
+cudnnStatus_t probe_pool_forward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+  return probe_pool(h, t, mode, scratch, false);
+}
+cudnnStatus_t probe_pool_backward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+  return probe_pool(h, t, mode, scratch, true);
+}
+
+// Batch norm over x [2,2,2,1]: mode 0 inference, 1 training, 2 backward.
+cudnnStatus_t probe_bn(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+  Descs d;
+  const bool dbl = t.data == DataType::kDouble;
+  cudnnStatus_t st = make_tensor(&d.x, t.data, Dims4{2, 2, 2, 1});
+  if (st == CUDNN_STATUS_SUCCESS) st = make_tensor(&d.param, t.bn_param, Dims4{1, 2, 1, 1});
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  const void *one = kScale.one(dbl), *zero = kScale.zero(dbl);
+  char* x = slot(scratch, 0);
+  if (mode == 0)
+    return g_lib.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, x, d.x,
+                                                         slot(scratch, 1), d.param, slot(scratch, 2), slot(scratch, 3),
+                                                         slot(scratch, 4), slot(scratch, 5), 1e-5);
+  if (mode == 1)
+    return g_lib.cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, x, d.x,
+                                                        slot(scratch, 1), d.param, slot(scratch, 2), slot(scratch, 3),
+                                                        0.1, slot(scratch, 4), slot(scratch, 5), 1e-5,
+                                                        slot(scratch, 6), slot(scratch, 7));
+  return g_lib.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, d.x, x, d.x,
+                                               slot(scratch, 1), d.x, slot(scratch, 8), d.param, slot(scratch, 2),
+                                               slot(scratch, 9), slot(scratch, 10), 1e-5, slot(scratch, 6),
+                                               slot(scratch, 7));
+}
+
 // ---- pooling ----
 
 struct PoolState {
@@ -387,6 +490,9 @@ spora_plugin_error_t* plan_pool(GpuPlan& gp, const TypeChoice& t) {
   SPORA_CUDNN_PLAN(g_lib.cudnnSetPooling2dDescriptor(d.pool, static_cast<cudnnPoolingMode_t>(static_cast<int>(a.mode)),
                                                      CUDNN_PROPAGATE_NAN, a.window[0], a.window[1], a.pad[0], a.pad[1],
                                                      a.stride[0], a.stride[1]));
+  if (auto* e = probe(gp, a.backward ? "cudnnPoolingBackward" : "cudnnPoolingForward",
+                      a.backward ? probe_pool_backward : probe_pool_forward, t, static_cast<int>(a.mode)))
+    return e;
   gp.workspace = pool_workspace(a, t);
   gp.state = s;
   gp.launch = launch_pool;
@@ -496,6 +602,13 @@ spora_plugin_error_t* plan_bn(GpuPlan& gp, const TypeChoice& t) {
   // Spatial mode's [1, C, 1, 1] in float (double for double data), the
   // type cudnnDeriveBNTensorDescriptor would give.
   SPORA_CUDNN_PLAN(make_tensor(&d.param, t.bn_param, Dims4{1, a.x.c, 1, 1}));
+  const int mode = a.backward ? 2 : a.training ? 1 : 0;
+  if (auto* e = probe(gp,
+                      mode == 2   ? "cudnnBatchNormalizationBackward"
+                      : mode == 1 ? "cudnnBatchNormalizationForwardTraining"
+                                  : "cudnnBatchNormalizationForwardInference",
+                      probe_bn, t, mode))
+    return e;
   gp.workspace = a.workspace;
   gp.state = s;
   gp.launch = launch_bn;
