@@ -8,8 +8,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <dlfcn.h>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "gpu_test_util.h"
@@ -386,6 +388,133 @@ TEST(GpuMathDnn, AlgorithmChoice) {
   EXPECT_FALSE(dnn::choose_algo({{6, 3000, 0, M::kFma}, {1, 0, 10, M::kTensorOp}}, f32, cap, &c));
   EXPECT_FALSE(dnn::choose_algo({}, f16, cap, &c));
   EXPECT_GE(dnn::kWorkspaceCap, size_t{64} << 20);
+}
+
+// ---- cuDNN's own view of the descriptors, where the library loads ----
+
+// The few descriptor functions this test calls, looked up by name (the
+// test does not see cuDNN's headers; the C ABI passes enums as int and
+// descriptors as pointers). They run without a GPU.
+struct CudnnDescApi {
+  using Create = int (*)(void**);
+  using Destroy = int (*)(void*);
+  Create create_tensor = nullptr, create_filter = nullptr, create_conv = nullptr, create_pool = nullptr;
+  Destroy destroy_tensor = nullptr, destroy_filter = nullptr, destroy_conv = nullptr, destroy_pool = nullptr;
+  int (*set_tensor)(void*, int, int, int, int, int, int, int, int, int) = nullptr;
+  int (*set_filter)(void*, int, int, int, int, int, int) = nullptr;
+  int (*set_conv)(void*, int, int, int, int, int, int, int, int) = nullptr;
+  int (*set_groups)(void*, int) = nullptr;
+  int (*conv_out)(void*, void*, void*, int*, int*, int*, int*) = nullptr;
+  int (*set_pool)(void*, int, int, int, int, int, int, int, int) = nullptr;
+  int (*pool_out)(void*, void*, int*, int*, int*, int*) = nullptr;
+  bool ok = false;
+};
+
+const CudnnDescApi& cudnn_desc_api() {
+  static const CudnnDescApi api = [] {
+    CudnnDescApi a;
+    void* h = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
+    if (!h) return a;
+    const auto sym = [&](auto& f, const char* name) { f = reinterpret_cast<std::decay_t<decltype(f)>>(dlsym(h, name)); };
+    sym(a.create_tensor, "cudnnCreateTensorDescriptor");
+    sym(a.create_filter, "cudnnCreateFilterDescriptor");
+    sym(a.create_conv, "cudnnCreateConvolutionDescriptor");
+    sym(a.create_pool, "cudnnCreatePoolingDescriptor");
+    sym(a.destroy_tensor, "cudnnDestroyTensorDescriptor");
+    sym(a.destroy_filter, "cudnnDestroyFilterDescriptor");
+    sym(a.destroy_conv, "cudnnDestroyConvolutionDescriptor");
+    sym(a.destroy_pool, "cudnnDestroyPoolingDescriptor");
+    sym(a.set_tensor, "cudnnSetTensor4dDescriptorEx");
+    sym(a.set_filter, "cudnnSetFilter4dDescriptor");
+    sym(a.set_conv, "cudnnSetConvolution2dDescriptor");
+    sym(a.set_groups, "cudnnSetConvolutionGroupCount");
+    sym(a.conv_out, "cudnnGetConvolution2dForwardOutputDim");
+    sym(a.set_pool, "cudnnSetPooling2dDescriptor");
+    sym(a.pool_out, "cudnnGetPooling2dForwardOutputDim");
+    a.ok = a.create_tensor && a.create_filter && a.create_conv && a.create_pool && a.destroy_tensor &&
+           a.destroy_filter && a.destroy_conv && a.destroy_pool && a.set_tensor && a.set_filter && a.set_conv &&
+           a.set_groups && a.conv_out && a.set_pool && a.pool_out;
+    return a;  // the library stays loaded
+  }();
+  return api;
+}
+
+void* tensor_desc(const CudnnDescApi& api, dnn::DataType t, const dnn::Dims4& d) {
+  void* desc = nullptr;
+  EXPECT_EQ(api.create_tensor(&desc), 0);
+  const dnn::Strides4 s = dnn::packed_strides(d);
+  EXPECT_EQ(api.set_tensor(desc, static_cast<int>(t), d.n, d.c, d.h, d.w, s.n, s.c, s.h, s.w), 0);
+  return desc;
+}
+
+// For every convolution and pooling dnn_args accepts, cuDNN takes the
+// descriptors (its own parameter checks) and computes from x and the
+// geometry exactly the y the reference planned: the condition its
+// forward, backward-data and backward-filter calls check.
+TEST(GpuMathDnn, CudnnAgreesOnOutputDims) {
+  const CudnnDescApi& api = cudnn_desc_api();
+  if (!api.ok) GTEST_SKIP() << "libcudnn.so.9 not loadable here";
+  int checked = 0;
+  for (const ConvCase& k : kConvCases) {
+    for (int32_t dt : kFloatDtypes) {
+      const int64_t oh = ref_out(k.h, k.pad[0], k.pad[1], k.kh, k.dil[0], k.stride[0]);
+      const int64_t ow = ref_out(k.w, k.pad[2], k.pad[3], k.kw, k.dil[1], k.stride[1]);
+      Tensor x = make(dt, {k.n, k.c, k.h, k.w}), w = make(dt, {k.o, k.c / k.groups, k.kh, k.kw});
+      Tensor y = make(dt, {k.n, k.o, oh, ow});
+      sp::KernelPlan p;
+      ASSERT_TRUE(ref_plan("conv2d", {&x, &w}, {&y}, conv_attrs(k), &p));
+      dnn::ConvArgs a;
+      if (!dnn::conv_args_of(p, &a).empty()) continue;
+      dnn::TypeChoice t;
+      ASSERT_TRUE(dnn::type_choice(dt, &t));
+      void* xd = tensor_desc(api, t.data, a.x);
+      void *wd = nullptr, *cd = nullptr;
+      ASSERT_EQ(api.create_filter(&wd), 0);
+      EXPECT_EQ(api.set_filter(wd, static_cast<int>(t.data), 0 /* NCHW */, a.w.n, a.w.c, a.w.h, a.w.w), 0);
+      ASSERT_EQ(api.create_conv(&cd), 0);
+      EXPECT_EQ(api.set_conv(cd, a.pad[0], a.pad[1], a.stride[0], a.stride[1], a.dil[0], a.dil[1],
+                             1 /* CROSS_CORRELATION */, static_cast<int>(t.compute)),
+                0);
+      EXPECT_EQ(api.set_groups(cd, a.groups), 0);
+      int n = 0, c = 0, h = 0, wo = 0;
+      EXPECT_EQ(api.conv_out(cd, xd, wd, &n, &c, &h, &wo), 0) << describe(k);
+      EXPECT_EQ(n, a.y.n) << describe(k);
+      EXPECT_EQ(c, a.y.c) << describe(k);
+      EXPECT_EQ(h, a.y.h) << describe(k);
+      EXPECT_EQ(wo, a.y.w) << describe(k);
+      api.destroy_conv(cd);
+      api.destroy_filter(wd);
+      api.destroy_tensor(xd);
+      ++checked;
+    }
+  }
+  const int64_t pools[][6] = {{8, 8, 2, 2, 0, 2}, {7, 9, 3, 3, 1, 2}, {6, 5, 3, 2, 1, 1}, {9, 7, 4, 3, 0, 3}};
+  for (const auto& q : pools) {
+    Tensor x = make(SPORA_DTYPE_F32, {2, 3, q[0], q[1]});
+    const int64_t oh = (q[0] + 2 * q[4] - q[2]) / q[5] + 1, ow = (q[1] + 2 * q[4] - q[3]) / q[5] + 1;
+    Tensor y = make(SPORA_DTYPE_F32, {2, 3, oh, ow});
+    sp::KernelPlan p;
+    ASSERT_TRUE(ref_plan("max_pool2d", {&x}, {&y},
+                         {ints_attr("kernel_size", {q[2], q[3]}), ints_attr("stride", {q[5], q[5]}),
+                          ints_attr("padding", {q[4], q[4], q[4], q[4]})},
+                         &p));
+    dnn::PoolArgs a;
+    ASSERT_EQ(dnn::pool_args_of(p, &a), "");
+    void* xd = tensor_desc(api, dnn::DataType::kFloat, a.x);
+    void* pd = nullptr;
+    ASSERT_EQ(api.create_pool(&pd), 0);
+    EXPECT_EQ(api.set_pool(pd, static_cast<int>(a.mode), 1 /* PROPAGATE_NAN */, a.window[0], a.window[1], a.pad[0],
+                           a.pad[1], a.stride[0], a.stride[1]),
+              0);
+    int n = 0, c = 0, h = 0, w = 0;
+    EXPECT_EQ(api.pool_out(pd, xd, &n, &c, &h, &w), 0);
+    EXPECT_EQ(h, a.y.h);
+    EXPECT_EQ(w, a.y.w);
+    api.destroy_pool(pd);
+    api.destroy_tensor(xd);
+    ++checked;
+  }
+  EXPECT_GT(checked, 20);
 }
 
 // ---- pooling ----
