@@ -263,4 +263,45 @@ TEST(GpuMathNorm, GroupNormPartialSlotsCoverEachOnce) {
   }
 }
 
+// The cursor's additions visit the reference Layout's elements: offset
+// q * qstride + (j / len) * stride + j % len and its parameter, for every
+// thread's positions (len below, at and above the thread count, len 1).
+TEST(GpuMathNorm, CursorVisitsTheReferenceLayout) {
+  std::vector<NormCase> cases = layer_cases();
+  for (const auto& more : {group_cases(), batch_cases()}) cases.insert(cases.end(), more.begin(), more.end());
+  cases.push_back({"batch_norm", {300, 2, 1}, 1, true});
+  cases.push_back({"group_norm", {2, 12, 256}, 3});
+  cases.push_back({"group_norm", {2, 12, 257}, 4});
+  int64_t visited = 0;
+  for (const NormCase& c : cases) {
+    Tensor x = make(SPORA_DTYPE_F32, c.x);
+    sp::KernelPlan plan;
+    std::string why;
+    std::vector<Tensor> o = {make(SPORA_DTYPE_F32, c.x), make(SPORA_DTYPE_F32, stats_of(c)), make(SPORA_DTYPE_F32, stats_of(c))};
+    Tensor p = make(SPORA_DTYPE_F32, params_of(c));
+    std::vector<const Tensor*> in = {&x, &p, &p};
+    std::vector<Tensor*> out = {&o[0], &o[1], &o[2]};
+    if (c.op == "batch_norm") {
+      in.insert(in.end(), {&p, &p});
+      out.push_back(&p), out.push_back(&p);
+    }
+    ASSERT_TRUE(ref_plan(c.op, in, out, attrs_of(c), &plan, &why)) << why;
+    const sg::GnIndex ix = sg::gn_index_of(c.op, shape_of(x), plan.attrs);
+    std::vector<int> hits(static_cast<size_t>(x.numel()), 0);
+    for (int64_t q = 0; q < ix.groups; ++q)
+      for (int t = 0; t < sg::kGnThreads; ++t) {
+        sg::GnCursor cur = sg::gn_cursor(ix, q, t);
+        for (int64_t j = t; j < sg::gn_size(ix); j += sg::kGnThreads, sg::gn_next(ix, cur)) {
+          const int64_t b = j / ix.len, e = j % ix.len;
+          ASSERT_EQ(cur.k, q * ix.qstride + b * ix.stride + e) << c.op << " q " << q << " j " << j;
+          ASSERT_EQ(cur.p, ix.per_element ? e : q % ix.pmod * ix.pmul + b * ix.pstep) << c.op << " q " << q << " j " << j;
+          ++hits[static_cast<size_t>(cur.k)];
+          ++visited;
+        }
+      }
+    for (size_t i = 0; i < hits.size(); ++i) ASSERT_EQ(hits[i], 1) << c.op << " element " << i;
+  }
+  EXPECT_GT(visited, 100000);
+}
+
 }  // namespace

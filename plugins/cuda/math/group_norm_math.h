@@ -80,11 +80,31 @@ SPORA_HD inline int64_t gn_size(const GnIndex& ix) { return ix.blocks * ix.len; 
 // Statistics from the group (else batch_norm inference's running stats).
 SPORA_HD inline bool gn_batch_stats(const GnIndex& ix) { return ix.kind != GnKind::kBatch || ix.training; }
 
-// Element offset k and parameter index p of the group's flat position j.
-SPORA_HD inline void gn_locate(const GnIndex& ix, int64_t q, int64_t j, int64_t* k, int64_t* p) {
-  const int64_t b = ix.blocks == 1 ? 0 : j / ix.len, e = ix.blocks == 1 ? j : j - b * ix.len;
-  *k = q * ix.qstride + b * ix.stride + e;
-  *p = ix.per_element ? e : q % ix.pmod * ix.pmul + b * ix.pstep;
+// Walks thread t's flat positions j = t, t + kGnThreads, ... of group q:
+// element offset k and parameter index p, advanced by additions only (no
+// division per element). Run b = j / len, position e = j % len.
+struct GnCursor {
+  int64_t e = 0, k = 0, p = 0;     // at the current j
+  int64_t de = 0, dk = 0, dp = 0;  // one step of kGnThreads, before a wrap of e
+};
+
+SPORA_HD inline GnCursor gn_cursor(const GnIndex& ix, int64_t q, int t) {
+  GnCursor c;
+  if (ix.len <= 0) return c;  // an empty group: no position is visited
+  const int64_t b = t / ix.len, db = kGnThreads / ix.len;
+  c.e = t - b * ix.len;
+  c.k = q * ix.qstride + b * ix.stride + c.e;
+  c.p = ix.per_element ? c.e : q % ix.pmod * ix.pmul + b * ix.pstep;
+  c.de = kGnThreads - db * ix.len;
+  c.dk = db * ix.stride + c.de;
+  c.dp = db * ix.pstep;
+  return c;
+}
+
+SPORA_HD inline void gn_next(const GnIndex& ix, GnCursor& c) {
+  c.e += c.de, c.k += c.dk, c.p += c.dp;
+  if (c.e >= ix.len) c.e -= ix.len, c.k += ix.stride - ix.len, c.p += ix.pstep;
+  if (ix.per_element) c.p = c.e;
 }
 
 // Halving tree level over `n` arrays of kGnThreads partials.
@@ -99,9 +119,9 @@ template <class T>
 SPORA_HD inline double gn_sum_partial(const GnIndex& ix, const T* x, int64_t q, int t) {
   const int64_t n = gn_size(ix);
   double a = 0;
-  for (int64_t j = t; j < n; j += kGnThreads) {
-    int64_t k, p;
-    gn_locate(ix, q, j, &k, &p);
+  GnCursor c = gn_cursor(ix, q, t);
+  for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
+    const int64_t k = c.k;
     a += static_cast<double>(elem<T>::load(x[k]));
   }
   return a;
@@ -111,9 +131,9 @@ template <class T>
 SPORA_HD inline double gn_sq_partial(const GnIndex& ix, const T* x, int64_t q, int t, double mean) {
   const int64_t n = gn_size(ix);
   double a = 0;
-  for (int64_t j = t; j < n; j += kGnThreads) {
-    int64_t k, p;
-    gn_locate(ix, q, j, &k, &p);
+  GnCursor c = gn_cursor(ix, q, t);
+  for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
+    const int64_t k = c.k;
     const double d = static_cast<double>(elem<T>::load(x[k])) - mean;
     a += gn_mul(d, d);
   }
@@ -148,9 +168,9 @@ template <class T>
 SPORA_HD inline void gn_fwd_write(const GnIndex& ix, const T* x, const T* gamma, const T* beta, T* y, int64_t q, int t,
                                   compute_of<T> mu, compute_of<T> inv) {
   const int64_t n = gn_size(ix);
-  for (int64_t j = t; j < n; j += kGnThreads) {
-    int64_t k, p;
-    gn_locate(ix, q, j, &k, &p);
+  GnCursor c = gn_cursor(ix, q, t);
+  for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
+    const int64_t k = c.k, p = c.p;
     const auto xh = (elem<T>::load(x[k]) - mu) * inv;
     y[k] = elem<T>::store(gn_mul(xh, elem<T>::load(gamma[p])) + elem<T>::load(beta[p]));
   }
@@ -167,9 +187,9 @@ SPORA_HD inline void gn_bwd_partials(const GnIndex& ix, const T* x, const T* dy,
   using C = compute_of<T>;
   const int64_t n = gn_size(ix);
   double sa = 0, sax = 0, sg = 0, sgx = 0;
-  for (int64_t j = t; j < n; j += kGnThreads) {
-    int64_t k, p;
-    gn_locate(ix, q, j, &k, &p);
+  GnCursor c = gn_cursor(ix, q, t);
+  for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
+    const int64_t k = c.k, p = c.p;
     const C g = elem<T>::load(dy[k]), xh = (elem<T>::load(x[k]) - mu) * inv;
     const C a = gn_mul(g, elem<T>::load(gamma[p]));
     sa += static_cast<double>(a);
@@ -187,9 +207,9 @@ SPORA_HD inline void gn_bwd_write(const GnIndex& ix, const T* x, const T* dy, co
   const int64_t n = gn_size(ix);
   const double m = static_cast<double>(n);
   const C ma = static_cast<C>(sa / m), max = static_cast<C>(sax / m);
-  for (int64_t j = t; j < n; j += kGnThreads) {
-    int64_t k, p;
-    gn_locate(ix, q, j, &k, &p);
+  GnCursor c = gn_cursor(ix, q, t);
+  for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
+    const int64_t k = c.k, p = c.p;
     const C xh = (elem<T>::load(x[k]) - mu) * inv;
     dx[k] = elem<T>::store(inv * (gn_mul(elem<T>::load(dy[k]), elem<T>::load(gamma[p])) - ma - gn_mul(xh, max)));
   }
