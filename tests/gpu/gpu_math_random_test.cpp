@@ -144,6 +144,23 @@ void check_dropout(int32_t dt, int64_t n, int64_t seed, int64_t offset, double p
       label("dropout", dt, seed, offset, n, " p " + std::to_string(p) + (training ? " training" : " eval"));
   Tensor x = make(dt, {n});
   fill(x, -5, 5);  // inf and NaN among them: dropped elements are 0 all the same
+  // NaNs with payloads, signs, a signaling one: kept ones keep the payload.
+  const uint32_t nans[] = {0x7fa12345u, 0xffc00001u, 0x7fc0ff00u, 0xff800001u};
+  sg::visit_storage(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point<sg::compute_of<T>>::value) {
+      for (int64_t i = 11, j = 0; i < n; i += 29, ++j) {
+        float v;
+        std::memcpy(&v, &nans[j % 4], 4);
+        x.as<T>()[i] = sg::elem<T>::store(v);
+      }
+      if constexpr (std::is_same<T, double>::value)
+        for (int64_t i = 13; i < n; i += 31) {
+          const uint64_t u = 0x7ff0000000000123ull;  // signaling, payload 0x123
+          std::memcpy(&x.as<double>()[i], &u, 8);
+        }
+    }
+  });
   Tensor want = make(dt, {n}), want_mask = make(SPORA_DTYPE_BOOL, {n});
   Tensor got = make(dt, {n}), got_mask = make(SPORA_DTYPE_BOOL, {n});
   std::fill(want.bytes.begin(), want.bytes.end(), 0xa5);
@@ -184,6 +201,29 @@ TEST(GpuMathRandom, DropoutMatchesReferenceBitForBit) {
     const uint32_t w0 = sp::PhiloxStream(31, 4).block(0).v[0];
     check_dropout(dt, 5, 31, 4, std::ldexp(static_cast<double>(w0), -32), true);
   }
+}
+
+TEST(GpuMathRandom, DropoutScaleKeepsNaNPayloadsAsTheHost) {
+  // GPUs return a canonical NaN from x * scale; the reference (host FPU)
+  // returns x, quietened.
+  const uint32_t fnans[] = {0x7fa12345u, 0xffc00001u, 0x7f800001u};
+  for (uint32_t b : fnans) {
+    volatile float v = sg::bits_float(b), s = 2.0f;
+    const float host = v * s;
+    EXPECT_EQ(sg::float_bits(sg::rnd_scale(sg::bits_float(b), 2.0f)), sg::float_bits(host)) << std::hex << b;
+    EXPECT_EQ(sg::float_bits(sg::rnd_scale(sg::bits_float(b), 2.0f)), b | 0x00400000u) << std::hex << b;
+  }
+  const uint64_t dnans[] = {0x7ff0000000000123ull, 0xfff8000000000001ull};
+  for (uint64_t b : dnans) {
+    double v;
+    std::memcpy(&v, &b, 8);
+    const double got = sg::rnd_scale(v, 2.0);
+    uint64_t g;
+    std::memcpy(&g, &got, 8);
+    EXPECT_EQ(g, b | 0x0008000000000000ull) << std::hex << b;
+  }
+  EXPECT_EQ(sg::rnd_scale(3.0f, 0.5f), 1.5f);
+  EXPECT_EQ(sg::rnd_scale(-3.0, 4.0), -12.0);
 }
 
 TEST(GpuMathRandom, NextBelowMatchesNextafter) {

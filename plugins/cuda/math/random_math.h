@@ -10,7 +10,8 @@
 // same order and precision, and never fused into an FMA (nvcc and hipcc
 // contract a * b + c by default, g++ for x86-64 does not): rn_add/rn_mul
 // below. uniform and dropout use only those, conversions and exact word
-// arithmetic, so they are bit-exact for every dtype. normal and
+// arithmetic, so they are bit-exact for every dtype (dropout passes a NaN
+// input's payload through as the host does: rnd_scale). normal and
 // truncated_normal also call log, sqrt, sin, cos (and, for f64 truncated
 // normal, erfc and exp). sqrt is correctly rounded everywhere; the others
 // are within 1-2 ulp of double on the device but not identical to glibc's,
@@ -257,6 +258,21 @@ struct DropoutArgs {
   double scale;        // 1 / (1 - p), rounded to the compute type at use
 };
 
+// v * scale as the host's FPU gives it: a NaN v comes out as itself,
+// quietened, where a GPU returns its canonical NaN (the payload survives
+// into f32, f64 and bf16 outputs).
+SPORA_HD inline float rnd_scale(float v, float scale) {
+  return v != v ? bits_float(float_bits(v) | 0x00400000u) : rn_mul(v, scale);
+}
+SPORA_HD inline double rnd_scale(double v, double scale) {
+  if (v == v) return rn_mul(v, scale);
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  u |= 0x0008000000000000ull;
+  memcpy(&v, &u, 8);
+  return v;
+}
+
 // Elements 4b .. 4b + 3 (the word per element for every dtype).
 template <class T>
 SPORA_HD inline void dropout_block(const DropoutArgs& a, const T* x, T* y, bool_t* mask, int64_t b, int64_t n) {
@@ -275,7 +291,7 @@ SPORA_HD inline void dropout_block(const DropoutArgs& a, const T* x, T* y, bool_
   for (int k = 0; k < count; ++k) {
     const bool keep = w.v[k] >= a.threshold;
     mask[first + k] = bool_t{static_cast<uint8_t>(keep ? 1 : 0)};
-    y[first + k] = keep ? elem<T>::store(rn_mul(elem<T>::load(x[first + k]), scale)) : elem<T>::store(C(0));
+    y[first + k] = keep ? elem<T>::store(rnd_scale(elem<T>::load(x[first + k]), scale)) : elem<T>::store(C(0));
   }
 }
 SPORA_HD inline int64_t dropout_blocks(int64_t n) { return (n + 3) / 4; }
