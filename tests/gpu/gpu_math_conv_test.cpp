@@ -31,6 +31,7 @@ const std::vector<ConvCase> kCases = {
     {3, 2, 5, 5, 2, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},           // 1x1
     {1, 1, 4, 6, 3, 1, 4, 6, 1, 1, 1, 1, 0, 0, 0, 0},           // kernel covers the input
     {2, 4, 6, 6, 8, 4, 2, 3, 3, 2, 2, 1, 3, 2, 0, 1, 2, 1},     // padding wider than the taps reach
+    {1, 2, 13, 12, 2, 1, 5, 5, 2, 2, 3, 3, 4, 1, 3, 0, 1, 1},  // taps every 2 kernel rows (stride 2, dilation 3)
 };
 
 int64_t out_size(int64_t in, int64_t p0, int64_t p1, int64_t d, int64_t k, int64_t s) {

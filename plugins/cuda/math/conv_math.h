@@ -36,6 +36,9 @@ struct ConvIndex {
   int64_t o_all = 0, cg = 0, kh = 0, kw = 0;  // w; cg = input channels per group
   int64_t oh = 0, ow = 0, og = 0;          // y; og = output channels per group
   int64_t stride[2] = {1, 1}, dil[2] = {1, 1}, pad[4] = {0, 0, 0, 0};  // pad: top, bottom, left, right
+  // Kernel rows (columns) reaching one input row from output rows step
+  // apart: stride / gcd(stride, dilation) kernel rows, rstep output rows.
+  int64_t kstep[2] = {1, 1}, rstep[2] = {1, 1};
   int32_t has_bias = 0, has_ep = 0;
   GemmEpilogue ep;
 };
@@ -80,31 +83,52 @@ SPORA_HD inline T conv_fwd_elem(const ConvIndex& ix, const T* x, const T* w, con
   return gemm_store<T>(ix.has_ep ? &ix.ep : nullptr, acc, ix.has_ep && ix.ep.has_add ? residual + e : nullptr);
 }
 
+// The kernel taps k (ascending) that read input position `in_pos` along one
+// axis, as k = k0 + m*kstep with output position o = o0 - m*rstep for m in
+// [0, count): k*dil = in_pos + pad - o*stride has solutions k every
+// stride/gcd(stride, dil), and o must stay in [0, n_out). Found once per
+// thread so the gather's inner loops carry no division.
+SPORA_HD inline int64_t conv_taps_of(int64_t in_pos, int64_t pad, int64_t k, int64_t dil, int64_t stride,
+                                     int64_t n_out, int64_t kstep, int64_t rstep, int64_t* k0, int64_t* o0) {
+  for (int64_t i = 0; i < k && i < kstep; ++i) {
+    const int64_t t = in_pos + pad - i * dil;  // = o * stride
+    if (t < 0) return 0;                        // later taps reach further back
+    if (t % stride != 0) continue;
+    // The first solution; skip the ones above the output range.
+    int64_t o = t / stride, m = 0;
+    if (o >= n_out) m = (o - n_out) / rstep + 1;
+    *k0 = i + m * kstep;
+    *o0 = o - m * rstep;
+    if (*k0 >= k || *o0 < 0) return 0;
+    const int64_t by_k = (k - 1 - *k0) / kstep, by_o = *o0 / rstep;
+    return (by_k < by_o ? by_k : by_o) + 1;
+  }
+  return 0;
+}
+
 // Input-gradient element e of dx [N,C,H,W] (also conv2d_transpose's output):
 // the sum over output channels of the group, kernel rows, kernel columns of
-// w * dy at the output position whose tap is this element.
+// w * dy at the output position whose tap is this element -- the
+// reference's order.
 template <class T>
 SPORA_HD inline T conv_data_elem(const ConvIndex& ix, const T* dy, const T* w, int64_t e) {
   using C = compute_of<T>;
   const int64_t iw = e % ix.w, ih = (e / ix.w) % ix.h, c = (e / (ix.w * ix.h)) % ix.cin,
                 n = e / (ix.w * ix.h * ix.cin);
   const int64_t grp = c / ix.cg, cc = c % ix.cg;
+  int64_t i0 = 0, r0 = 0, j0 = 0, q0 = 0;
+  const int64_t ni = conv_taps_of(ih, ix.pad[0], ix.kh, ix.dil[0], ix.stride[0], ix.oh, ix.kstep[0], ix.rstep[0], &i0, &r0);
+  const int64_t nj = conv_taps_of(iw, ix.pad[2], ix.kw, ix.dil[1], ix.stride[1], ix.ow, ix.kstep[1], ix.rstep[1], &j0, &q0);
   C acc = C(0);
+  if (ni == 0 || nj == 0) return elem<T>::store(acc);
   for (int64_t o = grp * ix.og; o < (grp + 1) * ix.og; ++o) {
     const T* dp = dy + (n * ix.o_all + o) * ix.oh * ix.ow;
     const T* wp = w + (o * ix.cg + cc) * ix.kh * ix.kw;
-    for (int64_t i = 0; i < ix.kh; ++i) {
-      const int64_t th = ih + ix.pad[0] - i * ix.dil[0];  // = r * stride
-      if (th < 0 || th % ix.stride[0] != 0) continue;
-      const int64_t r = th / ix.stride[0];
-      if (r >= ix.oh) continue;
-      for (int64_t j = 0; j < ix.kw; ++j) {
-        const int64_t tw = iw + ix.pad[2] - j * ix.dil[1];
-        if (tw < 0 || tw % ix.stride[1] != 0) continue;
-        const int64_t q = tw / ix.stride[1];
-        if (q >= ix.ow) continue;
-        acc += elem<T>::load(wp[i * ix.kw + j]) * elem<T>::load(dp[r * ix.ow + q]);
-      }
+    for (int64_t mi = 0; mi < ni; ++mi) {
+      const int64_t i = i0 + mi * ix.kstep[0], r = r0 - mi * ix.rstep[0];
+      for (int64_t mj = 0; mj < nj; ++mj)
+        acc += elem<T>::load(wp[i * ix.kw + j0 + mj * ix.kstep[1]]) *
+               elem<T>::load(dp[r * ix.ow + q0 - mj * ix.rstep[1]]);
     }
   }
   return elem<T>::store(acc);
@@ -132,17 +156,32 @@ SPORA_HD inline ConvWeightTap conv_weight_tap(const ConvIndex& ix, int64_t we) {
 }
 
 // Thread t's double partial of weight element `we`: dy * x over the valid
-// (n, r, q) positions t, t + kConvThreads, ... (row-major).
+// (n, r, q) positions t, t + kConvThreads, ... (row-major), the position
+// advanced by carries instead of divisions.
 template <class T>
 SPORA_HD inline double conv_weight_partial(const ConvIndex& ix, const T* x, const T* dy, const ConvWeightTap& tp,
                                            int t) {
   const int64_t nr = tp.r_hi - tp.r_lo, nq = tp.q_hi - tp.q_lo, total = ix.n * nr * nq;
   double s = 0;
+  if (t >= total) return s;
+  int64_t q = t % nq, r = (t / nq) % nr, n = t / (nq * nr);
+  const int64_t sq = kConvThreads % nq, rows = kConvThreads / nq, sr = rows % nr, sn = rows / nr;
   for (int64_t k = t; k < total; k += kConvThreads) {
-    const int64_t q = tp.q_lo + k % nq, r = tp.r_lo + (k / nq) % nr, n = k / (nq * nr);
-    const int64_t ih = r * ix.stride[0] + tp.off_h, iw = q * ix.stride[1] + tp.off_w;
-    s += static_cast<double>(elem<T>::load(dy[((n * ix.o_all + tp.o) * ix.oh + r) * ix.ow + q])) *
+    const int64_t yr = tp.r_lo + r, yq = tp.q_lo + q;
+    const int64_t ih = yr * ix.stride[0] + tp.off_h, iw = yq * ix.stride[1] + tp.off_w;
+    s += static_cast<double>(elem<T>::load(dy[((n * ix.o_all + tp.o) * ix.oh + yr) * ix.ow + yq])) *
          static_cast<double>(elem<T>::load(x[((n * ix.cin + tp.c0c) * ix.h + ih) * ix.w + iw]));
+    q += sq;
+    if (q >= nq) {
+      q -= nq;
+      ++r;
+    }
+    r += sr;
+    if (r >= nr) {
+      r -= nr;
+      ++n;
+    }
+    n += sn;
   }
   return s;
 }
@@ -192,6 +231,16 @@ inline bool conv_index_of(const spora::plugin::KernelPlan& p, ConvIndex* ix, std
     ix->dil[i] = d[static_cast<size_t>(i)];
   }
   for (int i = 0; i < 4; ++i) ix->pad[i] = pad[static_cast<size_t>(i)];
+  for (int i = 0; i < 2; ++i) {
+    int64_t a = ix->stride[i], b = ix->dil[i];  // gcd; both >= 1 (checked by the reference planner)
+    while (b) {
+      const int64_t r = a % b;
+      a = b;
+      b = r;
+    }
+    ix->kstep[i] = a > 0 ? ix->stride[i] / a : 1;
+    ix->rstep[i] = a > 0 ? ix->dil[i] / a : 1;  // kstep * dil / stride
+  }
   ix->n = x.dims[0];
   ix->cin = x.dims[1];
   ix->h = x.dims[2];
