@@ -14,6 +14,7 @@
 #include <cudnn.h>
 #include <dlfcn.h>
 
+#include <cmath>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -350,12 +351,25 @@ spora_plugin_error_t* plan_conv(GpuPlan& gp, const TypeChoice& t) {
 // at all (a data type, a mode): they have no plan-time query, and a
 // NOT_SUPPORTED at launch would fail the op instead of falling back. One
 // tiny call on scratch memory on a private stream, once per device and
-// key; a failure refuses the plan (the own kernel takes it).
-using ProbeFn = cudnnStatus_t (*)(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch);
-constexpr size_t kProbeSlot = 256, kProbeSlots = 12;
+// key; a failure refuses the plan (the own kernel takes it). `why` says
+// more than the status where the call ran but its numbers are not the
+// reference's.
+using ProbeFn = cudnnStatus_t (*)(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch, cudaStream_t stream,
+                                  std::string* why);
+constexpr size_t kProbeSlot = 4096, kProbeSlots = 12;
 
+struct ProbeResult {
+  cudnnStatus_t status;
+  std::string why;
+};
 std::mutex g_probe_mu;
-std::map<std::vector<int64_t>, cudnnStatus_t> g_probes;
+std::map<std::vector<int64_t>, ProbeResult> g_probes;
+
+spora_plugin_error_t* probe_refusal(const GpuPlan& gp, const char* what, const ProbeResult& r) {
+  if (r.status == CUDNN_STATUS_SUCCESS && r.why.empty()) return nullptr;
+  if (!r.why.empty()) return spora::plugin::unsupported(gp.desc, std::string("cuDNN ") + what + ": " + r.why);
+  return refuse(gp, std::string(what) + " (support probe)", r.status);
+}
 
 spora_plugin_error_t* probe(const GpuPlan& gp, const char* what, ProbeFn fn, const TypeChoice& t, int mode) {
   int device = 0;
@@ -364,37 +378,33 @@ spora_plugin_error_t* probe(const GpuPlan& gp, const char* what, ProbeFn fn, con
   {
     std::lock_guard<std::mutex> lock(g_probe_mu);
     auto it = g_probes.find(key);
-    if (it != g_probes.end()) {
-      if (it->second == CUDNN_STATUS_SUCCESS) return nullptr;
-      return refuse(gp, std::string(what) + " (support probe)", it->second);
-    }
+    if (it != g_probes.end()) return probe_refusal(gp, what, it->second);
   }
-  cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+  ProbeResult r{CUDNN_STATUS_SUCCESS, ""};
   void* scratch = nullptr;
   cudaStream_t stream = nullptr;
   if (cudaMalloc(&scratch, kProbeSlot * kProbeSlots) != cudaSuccess ||
       cudaMemset(scratch, 0, kProbeSlot * kProbeSlots) != cudaSuccess ||
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
-    st = CUDNN_STATUS_ALLOC_FAILED;
+    r.status = CUDNN_STATUS_ALLOC_FAILED;
   } else {
     std::lock_guard<std::mutex> lock(g_mu);
     cudnnHandle_t h = nullptr;
-    st = handle_locked(&h);
-    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
-    if (st == CUDNN_STATUS_SUCCESS) st = fn(h, t, mode, static_cast<char*>(scratch));
-    if (st == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(stream) != cudaSuccess)
-      st = CUDNN_STATUS_EXECUTION_FAILED;
+    r.status = handle_locked(&h);
+    if (r.status == CUDNN_STATUS_SUCCESS) r.status = g_lib.cudnnSetStream(h, stream);
+    if (r.status == CUDNN_STATUS_SUCCESS) r.status = fn(h, t, mode, static_cast<char*>(scratch), stream, &r.why);
+    if (r.status == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(stream) != cudaSuccess)
+      r.status = CUDNN_STATUS_EXECUTION_FAILED;
   }
   if (stream) (void)cudaStreamDestroy(stream);
   if (scratch) (void)cudaFree(scratch);
-  if (st == CUDNN_STATUS_ALLOC_FAILED)  // not an answer about support: ask again next time
-    return refuse(gp, std::string(what) + " (support probe)", st);
+  if (r.status == CUDNN_STATUS_ALLOC_FAILED)  // not an answer about support: ask again next time
+    return probe_refusal(gp, what, r);
   {
     std::lock_guard<std::mutex> lock(g_probe_mu);
-    g_probes[key] = st;
+    g_probes[key] = r;
   }
-  if (st != CUDNN_STATUS_SUCCESS) return refuse(gp, std::string(what) + " (support probe)", st);
-  return nullptr;
+  return probe_refusal(gp, what, r);
 }
 
 char* slot(char* scratch, int i) { return scratch + kProbeSlot * static_cast<size_t>(i); }
@@ -416,31 +426,101 @@ cudnnStatus_t probe_pool(cudnnHandle_t h, const TypeChoice& t, int mode, char* s
   return g_lib.cudnnPoolingBackward(h, d.pool, kScale.one(dbl), d.y, slot(scratch, 1), d.y, slot(scratch, 2), d.x,
                                     slot(scratch, 0), kScale.zero(dbl), d.x, slot(scratch, 3));
 }
-cudnnStatus_t probe_pool_forward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+cudnnStatus_t probe_pool_forward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch, cudaStream_t,
+                                 std::string*) {
   return probe_pool(h, t, mode, scratch, false);
 }
-cudnnStatus_t probe_pool_backward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+cudnnStatus_t probe_pool_backward(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch, cudaStream_t,
+                                  std::string*) {
   return probe_pool(h, t, mode, scratch, true);
 }
 
-// Batch norm over x [2,2,2,1]: mode 0 inference, 1 training, 2 backward.
-cudnnStatus_t probe_bn(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch) {
+// Training batch norm checked against a two-pass double computation: one
+// channel's mean is thousands of standard deviations from zero (where a
+// one-pass E[x^2] - E[x]^2 in float is far off, and the reference computes
+// two passes in double), and the running statistics' convention (factor,
+// unbiased variance) is the reference's. T: data, P: parameters.
+template <class T, class P>
+cudnnStatus_t bn_training_check(cudnnHandle_t h, const Descs& d, char* scratch, cudaStream_t stream, bool dbl,
+                                std::string* why) {
+  constexpr int kN = 4, kC = 2, kS = 64, kM = kN * kS;
+  constexpr double kEps = 1e-5, kFactor = 0.5;
+  static_assert(sizeof(T) * kN * kC * kS <= kProbeSlot, "probe slot too small");
+  std::vector<T> x(kN * kC * kS);
+  std::vector<double> xv(x.size());
+  for (int i = 0; i < kN * kC * kS; ++i) {
+    const int c = i / kS % kC;
+    x[static_cast<size_t>(i)] = elem<T>::store((c == 0 ? 1000.0 : -0.5) + (i * 37 % 101) / 101.0);
+    xv[static_cast<size_t>(i)] = static_cast<double>(elem<T>::load(x[static_cast<size_t>(i)]));
+  }
+  const P ones[kC] = {P(1), P(1)}, zeros[kC] = {P(0), P(0)};
+  const auto up = [&](int i, const void* src, size_t bytes) {
+    return cudaMemcpyAsync(slot(scratch, i), src, bytes, cudaMemcpyHostToDevice, stream) == cudaSuccess;
+  };
+  if (!up(0, x.data(), x.size() * sizeof(T)) || !up(2, ones, sizeof ones) || !up(3, zeros, sizeof zeros) ||
+      !up(4, ones, sizeof ones) || !up(5, ones, sizeof ones))
+    return CUDNN_STATUS_EXECUTION_FAILED;
+  const cudnnStatus_t st = g_lib.cudnnBatchNormalizationForwardTraining(
+      h, CUDNN_BATCHNORM_SPATIAL, kScale.one(dbl), kScale.zero(dbl), d.x, slot(scratch, 0), d.x, slot(scratch, 1),
+      d.param, slot(scratch, 2), slot(scratch, 3), kFactor, slot(scratch, 4), slot(scratch, 5), kEps, slot(scratch, 6),
+      slot(scratch, 7));
+  if (st != CUDNN_STATUS_SUCCESS) return st;
+  P got[4][kC];  // saved mean, saved invstd, running mean, running variance
+  for (int k = 0; k < 4; ++k)
+    if (cudaMemcpyAsync(got[k], slot(scratch, k == 0 ? 6 : k == 1 ? 7 : k == 2 ? 4 : 5), sizeof got[k],
+                        cudaMemcpyDeviceToHost, stream) != cudaSuccess)
+      return CUDNN_STATUS_EXECUTION_FAILED;
+  if (cudaStreamSynchronize(stream) != cudaSuccess) return CUDNN_STATUS_EXECUTION_FAILED;
+  const double tol = dbl ? 1e-10 : 1e-4;
+  for (int c = 0; c < kC; ++c) {
+    double sum = 0, sq = 0;
+    for (int n = 0; n < kN; ++n)
+      for (int s = 0; s < kS; ++s) sum += xv[static_cast<size_t>((n * kC + c) * kS + s)];
+    const double mean = sum / kM;
+    for (int n = 0; n < kN; ++n)
+      for (int s = 0; s < kS; ++s) {
+        const double dv = xv[static_cast<size_t>((n * kC + c) * kS + s)] - mean;
+        sq += dv * dv;
+      }
+    const double var = sq / kM;
+    const double want[4] = {mean, 1.0 / std::sqrt(var + kEps), (1 - kFactor) + kFactor * mean,
+                            (1 - kFactor) + kFactor * var * kM / (kM - 1)};
+    static const char* const kWhat[4] = {"saved mean", "saved inverse std", "running mean", "running variance"};
+    for (int k = 0; k < 4; ++k) {
+      const double g = static_cast<double>(got[k][c]);
+      if (!(std::fabs(g - want[k]) <= tol * (std::fabs(want[k]) + 1))) {
+        *why = std::string("cudnnBatchNormalizationForwardTraining's ") + kWhat[k] + " is " + std::to_string(g) +
+               ", the reference's " + std::to_string(want[k]) + " (probe)";
+        return CUDNN_STATUS_SUCCESS;
+      }
+    }
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// Batch norm: mode 0 inference, 1 training (numbers checked), 2 backward.
+cudnnStatus_t probe_bn(cudnnHandle_t h, const TypeChoice& t, int mode, char* scratch, cudaStream_t stream,
+                       std::string* why) {
   Descs d;
   const bool dbl = t.data == DataType::kDouble;
-  cudnnStatus_t st = make_tensor(&d.x, t.data, Dims4{2, 2, 2, 1});
+  cudnnStatus_t st = make_tensor(&d.x, t.data, mode == 1 ? Dims4{4, 2, 64, 1} : Dims4{2, 2, 2, 1});
   if (st == CUDNN_STATUS_SUCCESS) st = make_tensor(&d.param, t.bn_param, Dims4{1, 2, 1, 1});
   if (st != CUDNN_STATUS_SUCCESS) return st;
   const void *one = kScale.one(dbl), *zero = kScale.zero(dbl);
   char* x = slot(scratch, 0);
+  if (mode == 1) {
+    switch (t.data) {
+      case DataType::kFloat: return bn_training_check<float, float>(h, d, scratch, stream, false, why);
+      case DataType::kDouble: return bn_training_check<double, double>(h, d, scratch, stream, true, why);
+      case DataType::kHalf: return bn_training_check<half_t, float>(h, d, scratch, stream, false, why);
+      case DataType::kBfloat16: return bn_training_check<bhalf_t, float>(h, d, scratch, stream, false, why);
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED;
+  }
   if (mode == 0)
     return g_lib.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, x, d.x,
                                                          slot(scratch, 1), d.param, slot(scratch, 2), slot(scratch, 3),
                                                          slot(scratch, 4), slot(scratch, 5), 1e-5);
-  if (mode == 1)
-    return g_lib.cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one, zero, d.x, x, d.x,
-                                                        slot(scratch, 1), d.param, slot(scratch, 2), slot(scratch, 3),
-                                                        0.1, slot(scratch, 4), slot(scratch, 5), 1e-5,
-                                                        slot(scratch, 6), slot(scratch, 7));
   return g_lib.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, d.x, x, d.x,
                                                slot(scratch, 1), d.x, slot(scratch, 8), d.param, slot(scratch, 2),
                                                slot(scratch, 9), slot(scratch, 10), 1e-5, slot(scratch, 6),
