@@ -46,34 +46,37 @@ struct RndState {
   DropoutArgs dropout;
 };
 
-// Launches the kernel of s.kind for storage type T (a float type).
+// Launches the kernel of s.kind for storage type T (a float type); false
+// for a combination plan() refuses.
 template <class T>
-void launch_t(const RndState& s, const void* const* in, void* const* out, cudaStream_t stream) {
+bool launch_t(const RndState& s, const void* const* in, void* const* out, cudaStream_t stream) {
   T* y = static_cast<T*>(out[0]);
   switch (s.kind) {
     case RndKind::kUniform: {
       const int64_t blocks = rnd_blocks<T>(s.n);
       uniform_kernel<T><<<grid_for(blocks), kBlock, 0, stream>>>(s.uniform, y, s.n, blocks);
-      return;
+      return true;
     }
     case RndKind::kNormal:
     case RndKind::kTrunc:
-      // f64 never gets here (refused by plan()).
+      // f64 is refused by plan() (rnd_device_exact).
       if constexpr (!std::is_same<T, double>::value) {
         const int64_t blocks = rnd_blocks<T>(s.n);
         if (s.kind == RndKind::kNormal)
           normal_kernel<T><<<grid_for(blocks), kBlock, 0, stream>>>(s.normal, y, s.n, blocks);
         else
           trunc_kernel<T><<<grid_for(blocks), kBlock, 0, stream>>>(s.trunc, y, s.n, blocks);
+        return true;
       }
-      return;
+      return false;
     case RndKind::kDropout: {
       const int64_t blocks = dropout_blocks(s.n);
       dropout_kernel<T><<<grid_for(blocks), kBlock, 0, stream>>>(s.dropout, static_cast<const T*>(in[0]), y,
                                                                  static_cast<bool_t*>(out[1]), s.n, blocks);
-      return;
+      return true;
     }
   }
+  return false;
 }
 
 cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out, void*, cudaStream_t stream) {
@@ -82,10 +85,7 @@ cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out,
   bool ok = false;
   visit_storage(s.dtype, [&](auto tag) {
     using T = decltype(tag);
-    if constexpr (std::is_floating_point<compute_of<T>>::value) {
-      launch_t<T>(s, in, out, stream);
-      ok = true;
-    }
+    if constexpr (std::is_floating_point<compute_of<T>>::value) ok = launch_t<T>(s, in, out, stream);
   });
   if (!ok) return cudaErrorInvalidValue;
   return launched();
