@@ -6,6 +6,7 @@
 // dtype.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ const std::vector<ConvCase> kCases = {
     {1, 1, 4, 6, 3, 1, 4, 6, 1, 1, 1, 1, 0, 0, 0, 0},           // kernel covers the input
     {2, 4, 6, 6, 8, 4, 2, 3, 3, 2, 2, 1, 3, 2, 0, 1, 2, 1},     // padding wider than the taps reach
     {1, 2, 13, 12, 2, 1, 5, 5, 2, 2, 3, 3, 4, 1, 3, 0, 1, 1},  // taps every 2 kernel rows (stride 2, dilation 3)
+    {1, 4, 5, 6, 16, 2, 3, 3, 2, 1, 1, 2, 1, 0, 2, 1},        // 8 outputs per group: two 4-channel blocks each
 };
 
 int64_t out_size(int64_t in, int64_t p0, int64_t p1, int64_t d, int64_t k, int64_t s) {
@@ -63,7 +65,7 @@ TEST(GpuMathConv, ForwardAndEpiloguesMatchReference) {
   const std::vector<Op> ops = {{"conv2d", nullptr},         {"conv2d_bias", nullptr},  {"conv2d_act", "relu"},
                                {"conv2d_act", "gelu_tanh"}, {"conv2d_act", "gelu"},    {"conv2d_add_act", "tanh"},
                                {"conv2d_add_act", "sigmoid"}, {"conv2d_add_act", "none"}};
-  int checked = 0;
+  int checked = 0, blocked = 0;
   for (const ConvCase& k : kCases) {
     const int64_t oh = out_size(k.h, k.pt, k.pb, k.dh, k.kh, k.sh), ow = out_size(k.w, k.pl, k.pr, k.dw, k.kw, k.sw);
     for (const Op& op : ops) {
@@ -87,13 +89,17 @@ TEST(GpuMathConv, ForwardAndEpiloguesMatchReference) {
         ASSERT_TRUE(ref_plan(opn, in, {&want}, attrs, &plan, &why)) << what << ": " << why;
         ref_run(plan, in, {&want});
         const sg::ConvIndex ix = index_of(plan);
-        ASSERT_EQ(sg::conv_work(ix), want.numel()) << what;
+        ASSERT_EQ(sg::conv_work(ix) * ix.ob, want.numel()) << what;
+        ASSERT_EQ(k.o / k.groups % ix.ob, 0) << what;
+        blocked += ix.ob > 1;
+        // got starts as NaN everywhere: every element must be written.
+        std::fill(got.bytes.begin(), got.bytes.end(), uint8_t{0xff});
         sg::visit_storage(dt, [&](auto tag) {
           using T = decltype(tag);
           if constexpr (sg::is_float_c<sg::compute_of<T>>) {
-            for (int64_t e = 0; e < got.numel(); ++e)
-              got.as<T>()[e] = sg::conv_fwd_elem<T>(ix, x.as<T>(), w.as<T>(), ix.has_bias ? b.as<T>() : nullptr,
-                                                    ix.has_ep && ix.ep.has_add ? r.as<T>() : nullptr, e);
+            for (int64_t e = 0; e < sg::conv_work(ix); ++e)
+              sg::conv_fwd_thread<T>(ix, x.as<T>(), w.as<T>(), ix.has_bias ? b.as<T>() : nullptr,
+                                     ix.has_ep && ix.ep.has_add ? r.as<T>() : nullptr, got.as<T>(), e);
           }
         });
         // Bias, channels, rows, columns in the reference's order; each
@@ -104,6 +110,7 @@ TEST(GpuMathConv, ForwardAndEpiloguesMatchReference) {
     }
   }
   EXPECT_EQ(checked, static_cast<int>(kCases.size() * ops.size() * 4));
+  EXPECT_GT(blocked, 0);  // some cases run several output channels per thread
 }
 
 TEST(GpuMathConv, InputGradientAndTransposeMatchReference) {

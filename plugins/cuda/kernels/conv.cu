@@ -1,7 +1,8 @@
 // The plugin's own 2-D convolutions (ROCm always; CUDA without cuDNN or with
-// SPORA_GPU_OWN_DNN=1): the parallel loops around math/conv_math.h. Forward
-// and input gradient: one thread per output element, grid-stride; weight
-// gradient: one block per weight element with a shared-memory tree.
+// SPORA_GPU_OWN_DNN=1): the parallel loops around math/conv_math.h. Forward:
+// one thread per output position and block of output channels; input
+// gradient: one thread per dx element, grid-stride; weight gradient: one
+// block per weight element with a shared-memory tree.
 #include <string>
 
 #include "gpu_device.h"
@@ -15,7 +16,7 @@ __global__ void conv_fwd_kernel(ConvIndex ix, const T* x, const T* w, const T* b
                                 int64_t total) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    y[e] = conv_fwd_elem<T>(ix, x, w, b, residual, e);
+    conv_fwd_thread<T>(ix, x, w, b, residual, y, e);
 }
 
 template <class T>

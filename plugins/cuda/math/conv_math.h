@@ -3,10 +3,12 @@
 // forms, conv2d_grad_input and conv2d_transpose (the same gather), and
 // conv2d_grad_weight. Semantics and summation order are those of the
 // reference (plugins/common/kernels/conv.cpp, epilogue.cpp):
-//   forward: one thread per output element; the bias starts the sum, then
-//     channels of the group, kernel rows, kernel columns, in the compute
-//     type -- the reference's order for every element, so results are
-//     bit-exact on the host (a GPU compiler may contract to FMA).
+//   forward: one thread per output position and up to kConvMaxOut output
+//     channels of one group (each input value loaded once for all of
+//     them); per element the bias starts the sum, then channels of the
+//     group, kernel rows, kernel columns, in the compute type -- the
+//     reference's order, so results are bit-exact on the host (a GPU
+//     compiler may contract to FMA).
 //   data: one thread per input element gathering the output positions that
 //     read it, in the reference's (output channel, row, column) order; no
 //     atomics, deterministic.
@@ -27,6 +29,7 @@ namespace spora::gpu {
 enum class ConvKind : int32_t { kForward, kData, kWeight };
 
 constexpr int kConvThreads = 256;
+constexpr int kConvMaxOut = 4;  // output channels per forward thread
 
 // Sizes of the forward convolution x [N,C,H,W] * w [O,C/g,kH,kW] -> y
 // [N,O,OH,OW], whatever the op's operand order.
@@ -39,6 +42,7 @@ struct ConvIndex {
   // Kernel rows (columns) reaching one input row from output rows step
   // apart: stride / gcd(stride, dilation) kernel rows, rstep output rows.
   int64_t kstep[2] = {1, 1}, rstep[2] = {1, 1};
+  int64_t ob = 1;  // output channels per forward thread: divides og, <= kConvMaxOut
   int32_t has_bias = 0, has_ep = 0;
   GemmEpilogue ep;
 };
@@ -56,31 +60,50 @@ SPORA_HD inline void conv_tap_range(int64_t n_in, int64_t n_out, int64_t stride,
   *hi = h < l ? l : h;
 }
 
-// Output element e of the forward convolution (and its fused epilogue;
-// `residual` is the whole residual tensor, shaped like y).
+// The kernel taps [lo, hi) whose position base + k*dil lies in [0, n_in).
+SPORA_HD inline void conv_valid_taps(int64_t base, int64_t dil, int64_t k, int64_t n_in, int64_t* lo, int64_t* hi) {
+  int64_t l = base >= 0 ? 0 : (-base + dil - 1) / dil;
+  int64_t h = base > n_in - 1 ? 0 : (n_in - 1 - base) / dil + 1;
+  if (h > k) h = k;
+  *lo = l;
+  *hi = h < l ? l : h;
+}
+
+// Forward thread e: output position (n, r, q) for output channels o0 ..
+// o0 + ob - 1 (with the fused epilogue; `residual` is the whole residual
+// tensor, shaped like y). Writes its ob elements of y.
 template <class T>
-SPORA_HD inline T conv_fwd_elem(const ConvIndex& ix, const T* x, const T* w, const T* b, const T* residual,
-                                int64_t e) {
+SPORA_HD inline void conv_fwd_thread(const ConvIndex& ix, const T* x, const T* w, const T* b, const T* residual,
+                                     T* y, int64_t e) {
   using C = compute_of<T>;
-  const int64_t q = e % ix.ow, r = (e / ix.ow) % ix.oh, o = (e / (ix.ow * ix.oh)) % ix.o_all,
-                n = e / (ix.ow * ix.oh * ix.o_all);
-  C acc = ix.has_bias ? elem<T>::load(b[o]) : C(0);
-  const int64_t c0 = (o / ix.og) * ix.cg;
+  const int64_t blocks = ix.o_all / ix.ob;
+  const int64_t q = e % ix.ow, r = (e / ix.ow) % ix.oh, o0 = ((e / (ix.ow * ix.oh)) % blocks) * ix.ob,
+                n = e / (ix.ow * ix.oh * blocks);
+  C acc[kConvMaxOut];
+  for (int u = 0; u < kConvMaxOut; ++u) acc[u] = ix.has_bias && u < ix.ob ? elem<T>::load(b[o0 + u]) : C(0);
+  const int64_t c0 = (o0 / ix.og) * ix.cg, taps = ix.kh * ix.kw, wnext = ix.cg * taps;
   const int64_t h0 = r * ix.stride[0] - ix.pad[0], w0 = q * ix.stride[1] - ix.pad[2];
+  int64_t i_lo, i_hi, j_lo, j_hi;
+  conv_valid_taps(h0, ix.dil[0], ix.kh, ix.h, &i_lo, &i_hi);
+  conv_valid_taps(w0, ix.dil[1], ix.kw, ix.w, &j_lo, &j_hi);
   for (int64_t c = 0; c < ix.cg; ++c) {
     const T* xp = x + (n * ix.cin + c0 + c) * ix.h * ix.w;
-    const T* wp = w + (o * ix.cg + c) * ix.kh * ix.kw;
-    for (int64_t i = 0; i < ix.kh; ++i) {
-      const int64_t ih = h0 + i * ix.dil[0];
-      if (ih < 0 || ih >= ix.h) continue;
-      for (int64_t j = 0; j < ix.kw; ++j) {
-        const int64_t iw = w0 + j * ix.dil[1];
-        if (iw < 0 || iw >= ix.w) continue;
-        acc += elem<T>::load(wp[i * ix.kw + j]) * elem<T>::load(xp[ih * ix.w + iw]);
+    const T* wp = w + (o0 * ix.cg + c) * taps;
+    for (int64_t i = i_lo; i < i_hi; ++i) {
+      const T* xr = xp + (h0 + i * ix.dil[0]) * ix.w + w0;
+      for (int64_t j = j_lo; j < j_hi; ++j) {
+        const C xv = elem<T>::load(xr[j * ix.dil[1]]);
+        const int64_t k = i * ix.kw + j;
+        for (int u = 0; u < kConvMaxOut; ++u)
+          if (u < ix.ob) acc[u] += elem<T>::load(wp[u * wnext + k]) * xv;
       }
     }
   }
-  return gemm_store<T>(ix.has_ep ? &ix.ep : nullptr, acc, ix.has_ep && ix.ep.has_add ? residual + e : nullptr);
+  for (int u = 0; u < kConvMaxOut; ++u) {
+    if (u >= ix.ob) break;
+    const int64_t yi = ((n * ix.o_all + o0 + u) * ix.oh + r) * ix.ow + q;
+    y[yi] = gemm_store<T>(ix.has_ep ? &ix.ep : nullptr, acc[u], ix.has_ep && ix.ep.has_add ? residual + yi : nullptr);
+  }
 }
 
 // The kernel taps k (ascending) that read input position `in_pos` along one
@@ -252,6 +275,8 @@ inline bool conv_index_of(const spora::plugin::KernelPlan& p, ConvIndex* ix, std
   ix->oh = y.dims[2];
   ix->ow = y.dims[3];
   ix->og = groups > 0 ? w.dims[0] / groups : 0;
+  ix->ob = ix->og % 4 == 0 ? 4 : ix->og % 2 == 0 ? 2 : 1;
+  if (ix->ob > kConvMaxOut) ix->ob = kConvMaxOut;
   ix->has_bias = op != "conv2d" && fwd;
   ix->has_ep = op == "conv2d_act" || op == "conv2d_add_act";
   if (ix->has_ep &&
@@ -262,10 +287,11 @@ inline bool conv_index_of(const spora::plugin::KernelPlan& p, ConvIndex* ix, std
   return true;
 }
 
-// Elements the launch covers: y, dx, or (blocks) dw.
+// Threads (blocks for dw) the launch covers: forward positions times
+// channel blocks, dx elements, dw elements.
 inline int64_t conv_work(const ConvIndex& ix) {
   switch (ix.kind) {
-    case ConvKind::kForward: return ix.n * ix.o_all * ix.oh * ix.ow;
+    case ConvKind::kForward: return ix.n * (ix.o_all / ix.ob) * ix.oh * ix.ow;
     case ConvKind::kData: return ix.n * ix.cin * ix.h * ix.w;
     case ConvKind::kWeight: return ix.o_all * ix.cg * ix.kh * ix.kw;
   }
