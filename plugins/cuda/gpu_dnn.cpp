@@ -533,33 +533,41 @@ struct PoolState {
   Descs d;
   PoolArgs a;
   TypeChoice t;
+  int32_t dtype = 0;
 };
 
 cudaError_t launch_pool(const GpuPlan& plan, const void* const* in, void* const* out, void* workspace,
                         cudaStream_t stream) {
   const PoolState& s = plan.get<PoolState>();
   const bool dbl = s.t.data == DataType::kDouble;
-  std::lock_guard<std::mutex> lock(g_mu);
-  cudnnHandle_t h = nullptr;
-  cudnnStatus_t st = handle_locked(&h);
-  if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
-  if (st == CUDNN_STATUS_SUCCESS) {
-    if (!s.a.backward) {
-      st = g_lib.cudnnPoolingForward(h, s.d.pool, kScale.one(dbl), s.d.x, in[s.a.xs.index], kScale.zero(dbl), s.d.y,
-                                     out[s.a.ys.index]);
-    } else {
-      // Average pooling: y and x are not read for their values (dnn_args.h).
-      const void* dy = in[s.a.ys.index];
-      st = g_lib.cudnnPoolingBackward(h, s.d.pool, kScale.one(dbl), s.d.y, dy, s.d.y, dy, s.d.x, workspace,
-                                      kScale.zero(dbl), s.d.x, out[s.a.xs.index]);
+  cudnnStatus_t st;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    cudnnHandle_t h = nullptr;
+    st = handle_locked(&h);
+    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
+    if (st == CUDNN_STATUS_SUCCESS) {
+      if (!s.a.backward) {
+        st = g_lib.cudnnPoolingForward(h, s.d.pool, kScale.one(dbl), s.d.x, in[s.a.xs.index], kScale.zero(dbl), s.d.y,
+                                       out[s.a.ys.index]);
+      } else {
+        // Average pooling: y and x are not read for their values (dnn_args.h).
+        const void* dy = in[s.a.ys.index];
+        st = g_lib.cudnnPoolingBackward(h, s.d.pool, kScale.one(dbl), s.d.y, dy, s.d.y, dy, s.d.x, workspace,
+                                        kScale.zero(dbl), s.d.x, out[s.a.xs.index]);
+      }
     }
   }
-  return launch_error(st);
+  if (st != CUDNN_STATUS_SUCCESS) return launch_error(st);
+  if (s.a.mode != PoolMode::kMax) return cudaSuccess;
+  return max_pool_fixup(s.dtype, pool_fix_of(s.a), in[s.a.xs.index], out[s.a.ys.index], int64_t{s.a.x.n} * s.a.x.c,
+                        stream);
 }
 
 spora_plugin_error_t* plan_pool(GpuPlan& gp, const TypeChoice& t) {
   auto s = std::make_shared<PoolState>();
   s->t = t;
+  s->dtype = gp.desc.in[0].dtype;
   if (std::string why = pool_args_of(gp.desc, &s->a); !why.empty()) return spora::plugin::unsupported(gp.desc, why);
   const PoolArgs& a = s->a;
   Descs& d = s->d;

@@ -15,6 +15,8 @@ struct GemmEpilogue;  // math/gemm_math.h
 
 namespace spora::gpu::dnn {
 
+struct PoolFix;  // math/dnn_args.h
+
 // Loads libcudnn.so.<major of the headers>; "" on success, else why not.
 // Host thread, from initialize.
 std::string load();
@@ -36,6 +38,9 @@ cudaError_t fill_bias(int32_t dtype, void* y, const void* bias, int64_t n, int64
 // y = epilogue(y) elementwise (residual add, activation; math/gemm_math.h).
 cudaError_t apply_epilogue(int32_t dtype, const GemmEpilogue& ep, void* y, const void* residual, int64_t count,
                            cudaStream_t s);
+// After cuDNN's max pooling: -inf where every tap of a window was -inf
+// (cuDNN gives the lowest finite value there), as the reference.
+cudaError_t max_pool_fixup(int32_t dtype, const PoolFix& g, const void* x, void* y, int64_t planes, cudaStream_t s);
 // f16/bf16 <-> float copies of batch norm's per-channel parameters.
 cudaError_t to_float(int32_t dtype, const void* src, float* dst, int64_t n, cudaStream_t s);
 cudaError_t from_float(int32_t dtype, const float* src, void* dst, int64_t n, cudaStream_t s);

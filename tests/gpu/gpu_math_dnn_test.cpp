@@ -625,6 +625,72 @@ TEST(GpuMathDnn, PoolingMatchesReference) {
   }
 }
 
+// cuDNN's max from the lowest finite value (NaN propagating), then the
+// repair of math/dnn_args.h, against the reference max, every float dtype,
+// on data with -inf (windows of -inf only, 1x1 windows), NaN and ties.
+TEST(GpuMathDnn, MaxPoolRepairMatchesReference) {
+  struct Case {
+    int64_t h, w, k[2], s[2], pad;
+  };
+  const Case cases[] = {{5, 6, {1, 1}, {1, 1}, 0}, {6, 6, {2, 2}, {2, 2}, 0}, {7, 5, {3, 3}, {2, 2}, 1},
+                        {4, 8, {1, 3}, {1, 2}, 0}, {6, 7, {2, 3}, {1, 1}, 1}};
+  for (int32_t dt : kFloatDtypes) {
+    for (const Case& k : cases) {
+      const int64_t oh = (k.h + 2 * k.pad - k.k[0]) / k.s[0] + 1, ow = (k.w + 2 * k.pad - k.k[1]) / k.s[1] + 1;
+      Tensor x = make(dt, {2, 2, k.h, k.w}), y = make(dt, {2, 2, oh, ow}), got = make(dt, {2, 2, oh, ow});
+      fill(x, -3, 3, true);
+      sg::visit_storage(dt, [&](auto tag) {
+        using T = decltype(tag);
+        using C = sg::compute_of<T>;
+        if constexpr (sg::is_float_c<C>) {
+        T* p = x.as<T>();
+        // Plane 1: -inf everywhere but a few values, so whole windows are -inf;
+        // plane 2 keeps a lowest-finite value that must survive.
+        for (int64_t i = k.h * k.w; i < 2 * k.h * k.w; ++i) p[i] = sg::elem<T>::store(i % 7 == 0 ? C(1) : C(-INFINITY));
+        p[2 * k.h * k.w + 1] = sg::elem<T>::store(dnn::lowest_finite<T>());
+        p[2 * k.h * k.w + 2] = sg::elem<T>::store(C(-INFINITY));
+        }
+      });
+      sp::KernelPlan p;
+      std::string why;
+      ASSERT_TRUE(ref_plan("max_pool2d", {&x}, {&y},
+                           {ints_attr("kernel_size", {k.k[0], k.k[1]}), ints_attr("stride", {k.s[0], k.s[1]}),
+                            ints_attr("padding", {k.pad, k.pad, k.pad, k.pad})},
+                           &p, &why))
+          << why;
+      dnn::PoolArgs a;
+      ASSERT_EQ(dnn::pool_args_of(p, &a), "");
+      ref_run(p, {&x}, {&y});
+      const dnn::PoolFix g = dnn::pool_fix_of(a);
+      sg::visit_storage(dt, [&](auto tag) {
+        using T = decltype(tag);
+        using C = sg::compute_of<T>;
+        if constexpr (sg::is_float_c<C>) {
+        const T* xp = x.as<T>();
+        T* yp = got.as<T>();
+        for (int64_t pl = 0; pl < 4; ++pl)
+          for (int64_t r = 0; r < oh; ++r)
+            for (int64_t q = 0; q < ow; ++q) {
+              C m = dnn::lowest_finite<T>();  // cuDNN's start value
+              bool nan = false;
+              for (int i = 0; i < a.window[0]; ++i)
+                for (int j = 0; j < a.window[1]; ++j) {
+                  const int64_t ih = r * a.stride[0] - a.pad[0] + i, iw = q * a.stride[1] - a.pad[1] + j;
+                  if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue;
+                  const C v = sg::elem<T>::load(xp[pl * k.h * k.w + ih * k.w + iw]);
+                  nan = nan || std::isnan(static_cast<double>(v));
+                  if (v > m) m = v;
+                }
+              const T cudnn = sg::elem<T>::store(nan ? C(NAN) : m);
+              yp[(pl * oh + r) * ow + q] = dnn::max_pool_fix<T>(g, xp + pl * k.h * k.w, r, q, cudnn);
+            }
+        }
+      });
+      EXPECT_EQ(compare(got, y, 0, 0, std::string("max_pool2d repair ") + sp::dtype_name(dt)), 0);
+    }
+  }
+}
+
 TEST(GpuMathDnn, AdaptivePoolingEvenBinsOnly) {
   for (auto [h, w, oh, ow] : std::vector<std::array<int64_t, 4>>{{8, 6, 4, 3}, {5, 5, 1, 1}, {6, 9, 6, 3}, {7, 6, 3, 3}, {6, 6, 4, 2}}) {
     const bool even = h % oh == 0 && w % ow == 0;
@@ -695,7 +761,9 @@ TEST(GpuMathDnn, BatchNormArgsAndWorkspace) {
         for (size_t i = 0; i < offs.size(); ++i) {
           EXPECT_EQ(offs[i] % 256, 0);
           EXPECT_GE(offs[i], 0);
-          if (i) EXPECT_GE(offs[i], offs[i - 1] + 5 * 4);
+          if (i) {
+            EXPECT_GE(offs[i], offs[i - 1] + 5 * 4);
+          }
         }
         EXPECT_GE(a.workspace, static_cast<size_t>(offs.back()) + 20);
       } else {

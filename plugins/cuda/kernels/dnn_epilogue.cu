@@ -5,6 +5,7 @@
 // (the ROCm build has no cuDNN path).
 #include "gpu_device.h"
 #include "gpu_dnn.h"
+#include "math/dnn_args.h"
 #include "math/gemm_math.h"
 
 namespace spora::gpu::dnn {
@@ -41,6 +42,14 @@ __global__ void bn_stats_kernel(const T* rm, const T* rv, double eps, compute_of
   SPORA_DNN_LOOP(i, c) {
     mean[i] = static_cast<C>(static_cast<double>(elem<T>::load(rm[i])));
     invstd[i] = static_cast<C>(1.0 / sqrt(static_cast<double>(elem<T>::load(rv[i])) + eps));
+  }
+}
+
+template <class T>
+__global__ void max_pool_fix_kernel(PoolFix g, const T* x, T* y, int64_t count) {
+  SPORA_DNN_LOOP(i, count) {
+    const int64_t plane = i / (g.oh * g.ow), k = i % (g.oh * g.ow);
+    y[i] = max_pool_fix<T>(g, x + plane * g.h * g.w, k / g.ow, k % g.ow, y[i]);
   }
 }
 
@@ -108,6 +117,18 @@ cudaError_t bn_inference_stats(int32_t dtype, const void* running_mean, const vo
         bn_stats_kernel<T><<<grid_for(c), kBlock, 0, s>>>(static_cast<const T*>(running_mean),
                                                           static_cast<const T*>(running_var), eps,
                                                           static_cast<C*>(mean), static_cast<C*>(invstd), c);
+      }))
+    return cudaErrorInvalidValue;
+  return launched();
+}
+
+cudaError_t max_pool_fixup(int32_t dtype, const PoolFix& g, const void* x, void* y, int64_t planes,
+                           cudaStream_t s) {
+  const int64_t count = planes * g.oh * g.ow;
+  if (!visit_float(dtype, [&](auto tag) {
+        using T = decltype(tag);
+        max_pool_fix_kernel<T><<<grid_for(count), kBlock, 0, s>>>(g, static_cast<const T*>(x), static_cast<T*>(y),
+                                                                  count);
       }))
     return cudaErrorInvalidValue;
   return launched();

@@ -10,12 +10,15 @@
 // cuDNN's); tests/gpu/gpu_math_dnn_test.cpp checks them without a GPU.
 #pragma once
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "kernel_plan.h"
+#include "math/hd.h"
 
 namespace spora::gpu::dnn {
 
@@ -288,6 +291,66 @@ inline std::string pool_args_of(const spora::plugin::KernelPlan& p, PoolArgs* a)
 // rather than aliasing the output dx.
 inline size_t pool_workspace(const PoolArgs& a, const TypeChoice& t) {
   return a.backward ? static_cast<size_t>(a.x.numel()) * t.elem_size : 0;
+}
+
+// cuDNN's max pooling starts each window from the lowest finite value of
+// the type, so a window whose taps are all -inf yields that value where the
+// reference gives -inf. The repair after the call is exact: an output equal
+// to the lowest finite value stays only if one of its taps equals it (else
+// every tap was below it, i.e. -inf). Run by kernels/dnn_epilogue.cu.
+struct PoolFix {
+  int64_t h = 0, w = 0, oh = 0, ow = 0;
+  int window[2] = {1, 1}, pad[2] = {0, 0}, stride[2] = {1, 1};
+};
+
+inline PoolFix pool_fix_of(const PoolArgs& a) {
+  PoolFix f;
+  f.h = a.x.h;
+  f.w = a.x.w;
+  f.oh = a.y.h;
+  f.ow = a.y.w;
+  for (int i = 0; i < 2; ++i) {
+    f.window[i] = a.window[i];
+    f.pad[i] = a.pad[i];
+    f.stride[i] = a.stride[i];
+  }
+  return f;
+}
+
+template <class T>
+SPORA_HD inline compute_of<T> lowest_finite();
+template <>
+SPORA_HD inline float lowest_finite<float>() {
+  return std::numeric_limits<float>::lowest();
+}
+template <>
+SPORA_HD inline double lowest_finite<double>() {
+  return std::numeric_limits<double>::lowest();
+}
+template <>
+SPORA_HD inline float lowest_finite<half_t>() {
+  return -65504.0f;
+}
+template <>
+SPORA_HD inline float lowest_finite<bhalf_t>() {
+  return bhalf_to_float(0xff7fu);
+}
+
+// Output (r, q) of one plane: y as cuDNN wrote it -> the reference's value.
+template <class T>
+SPORA_HD inline T max_pool_fix(const PoolFix& g, const T* x, int64_t r, int64_t q, T y) {
+  using C = compute_of<T>;
+  const C v = elem<T>::load(y);
+  if (!(v == lowest_finite<T>())) return y;
+  for (int i = 0; i < g.window[0]; ++i) {
+    const int64_t ih = r * g.stride[0] - g.pad[0] + i;
+    if (ih < 0 || ih >= g.h) continue;
+    for (int j = 0; j < g.window[1]; ++j) {
+      const int64_t iw = q * g.stride[1] - g.pad[1] + j;
+      if (iw >= 0 && iw < g.w && elem<T>::load(x[ih * g.w + iw]) == v) return y;
+    }
+  }
+  return elem<T>::store(static_cast<C>(-INFINITY));
 }
 
 // ---- batch norm ----
