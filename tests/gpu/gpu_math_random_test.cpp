@@ -4,9 +4,10 @@
 // every Philox block (in reverse order: each block stands alone), for every
 // float dtype, several seeds (negative ones: all 64 bits), offsets (beyond
 // 32 bits), sizes (not multiples of the 4 or 2 elements a block feeds) and
-// parameters. On the device, sqrt and the basic operations round as here;
-// log/sin/cos/erfc/exp are the device's (see random_math.h), which is why
-// f64 normal and truncated_normal are not planned on the GPU.
+// parameters. On the device, sqrt and the basic operations round as here
+// and log/sin/cos/erfc/exp are spora/sdk/exact_math.h's on both sides
+// (built from those operations), so the emulation's bits are the device's
+// for every dtype, f64 normal and truncated_normal included.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -246,13 +247,39 @@ TEST(GpuMathRandom, NextBelowMatchesNextafter) {
   EXPECT_EQ(sg::rnd_next_below(sg::bhalf_t{0xbf80}).bits, 0xbf81u);
 }
 
-TEST(GpuMathRandom, DeviceRefusesOnlyF64Transcendentals) {
-  for (sg::RndKind k : {sg::RndKind::kUniform, sg::RndKind::kNormal, sg::RndKind::kTrunc, sg::RndKind::kDropout})
-    for (int32_t dt : kFloatDtypes) {
-      const bool transcendental = k == sg::RndKind::kNormal || k == sg::RndKind::kTrunc;
-      EXPECT_EQ(sg::rnd_device_exact(k, dt), !(transcendental && dt == SPORA_DTYPE_F64))
-          << static_cast<int>(k) << " " << sp::dtype_name(dt);
-    }
+// The exact functions leave the distribution as glibc's would: f64
+// Box-Muller and inverse-CDF values within a few ulps of the same formulas
+// evaluated with the host libm (the bits differ, the numbers do not).
+TEST(GpuMathRandom, F64ValuesAgreeWithLibmFormulas) {
+  const int64_t n = 20000;
+  Tensor y = make(SPORA_DTYPE_F64, {n});
+  sp::KernelPlan plan;
+  std::string why;
+  ASSERT_TRUE(ref_plan("normal", {}, {&y}, {int_attr("seed", 77), int_attr("offset", 5)}, &plan, &why)) << why;
+  ref_run(plan, {}, {&y});
+  const sp::PhiloxStream st(77, 5);
+  for (int64_t j = 0; j < n / 2; ++j) {
+    const sp::PhiloxBlock w = st.block(static_cast<uint64_t>(j));
+    const double u1 = sp::uniform53_open0(w.v[0], w.v[1]), u2 = sp::uniform53(w.v[2], w.v[3]);
+    const double r = std::sqrt(-2 * std::log(u1)), t = 6.283185307179586 * u2;
+    // The libm's cos(fl(2 pi u2)) carries fl's rounding: an absolute error.
+    EXPECT_NEAR(y.as<double>()[2 * j], r * std::cos(t), 1e-15 * (1 + r)) << j;
+    EXPECT_NEAR(y.as<double>()[2 * j + 1], r * std::sin(t), 1e-15 * (1 + r)) << j;
+  }
+  // truncated_normal on [-2, 2]: Phi(x) of each value is cdf_lo + u mass.
+  Tensor z = make(SPORA_DTYPE_F64, {n});
+  ASSERT_TRUE(ref_plan("truncated_normal", {}, {&z}, {int_attr("seed", 78), int_attr("offset", 0)}, &plan, &why))
+      << why;
+  ref_run(plan, {}, {&z});
+  const sp::PhiloxStream st2(78, 0);
+  const double lo = 0.5 * std::erfc(2 / std::sqrt(2.0)), mass = 1 - 2 * lo;
+  for (int64_t i = 0; i < n; ++i) {
+    const sp::PhiloxBlock w = st2.block(static_cast<uint64_t>(i / 2));
+    const int k = static_cast<int>(i % 2);
+    const double u = sp::uniform53_mid(w.v[2 * k], w.v[2 * k + 1]);
+    const double p = 0.5 * std::erfc(-z.as<double>()[i] / std::sqrt(2.0));
+    EXPECT_NEAR(p, lo + u * mass, 1e-14) << i;
+  }
 }
 
 }  // namespace

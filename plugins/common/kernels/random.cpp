@@ -4,17 +4,25 @@
 // [begin, end) and any split of the output gives identical bits. What each
 // element draws, and what inference guarantees, is documented at the top of
 // core/src/ops/random.cpp.
+//
+// Same bits on every device: the transcendental functions are
+// spora/sdk/exact_math.h's (log, sin/cos of 2 pi u, erfc, exp, built from
+// exactly rounded operations), never the host libm's, and every product
+// goes through xm::mul, so no compiler fuses it into an FMA. The GPU
+// kernels (plugins/cuda/math/random_math.h) evaluate the same expressions
+// in the same order with the same functions.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernel_plan.h"
+#include <spora/sdk/exact_math.h>
 #include <spora/sdk/philox.h>
 
 namespace spora::plugin {
 namespace {
 
-constexpr double kTwoPi = 6.283185307179586476925286766559;
+namespace xm = spora::exact_math;
 
 // Calls f(i, block, k) for every element i in [begin, end), where element i
 // draws from block i / per_block of the stream and k = i % per_block is its
@@ -71,7 +79,7 @@ void uniform_range(const UniformState& s, T* y, int64_t begin, int64_t end) {
     double u;
     if constexpr (std::is_same_v<T, double>) u = uniform53(w.v[2 * k], w.v[2 * k + 1]);
     else u = uniform24(w.v[k]);
-    T r = store<T>(low + span * u);
+    T r = store<T>(xm::add(low, xm::mul(span, u)));
     // Rounding may reach high; the interval is half-open.
     if (static_cast<double>(load(r)) >= high) r = next_below(r);
     y[i] = r;
@@ -95,7 +103,8 @@ struct NormalState {
 
 template <class T>
 void normal_range(const NormalState& s, T* y, int64_t begin, int64_t end) {
-  // Pair j, elements 2j and 2j+1, is r cos(2 pi u2) and r sin(2 pi u2) for
+  // Pair j, elements 2j and 2j+1, is r cos(2 pi u2) and r sin(2 pi u2),
+  // r = sqrt(-2 log u1), for
   // one pair of uniforms (u1 in (0, 1] for the log, u2 in [0, 1)); each pair
   // is computed once.
   constexpr int64_t kPairsPerBlock = std::is_same_v<T, double> ? 1 : 2;
@@ -112,9 +121,11 @@ void normal_range(const NormalState& s, T* y, int64_t begin, int64_t end) {
         u1 = uniform24_open0(w.v[q]);
         u2 = uniform24(w.v[q + 1]);
       }
-      const double r = std::sqrt(-2.0 * std::log(u1)), t = kTwoPi * u2;
-      if (2 * j >= begin) y[2 * j] = store<T>(s.mean + s.std * (r * std::cos(t)));
-      if (2 * j + 1 < end) y[2 * j + 1] = store<T>(s.mean + s.std * (r * std::sin(t)));
+      const double r = std::sqrt(xm::mul(-2.0, xm::log(u1)));  // sqrt is correctly rounded everywhere
+      double sin_t, cos_t;
+      xm::sincos_2pi(u2, &sin_t, &cos_t);
+      if (2 * j >= begin) y[2 * j] = store<T>(xm::add(s.mean, xm::mul(s.std, xm::mul(r, cos_t))));
+      if (2 * j + 1 < end) y[2 * j + 1] = store<T>(xm::add(s.mean, xm::mul(s.std, xm::mul(r, sin_t))));
     }
   }
 }
@@ -130,7 +141,15 @@ void run_normal(const KernelPlan& p, const void* const*, void* const* out, void*
 // ---- truncated normal (inverse CDF) ----
 
 // Standard normal CDF.
-double phi_cdf(double x) { return 0.5 * std::erfc(-x * 0.70710678118654752440); }
+double phi_cdf(double x) { return xm::mul(0.5, xm::erfc(xm::mul(-x, 0.70710678118654752440))); }
+
+// c[0] x^(n-1) + ... + c[n-1] (Horner), never contracted.
+template <size_t N>
+double horner(const double (&c)[N], double x) {
+  double v = c[0];
+  for (size_t i = 1; i < N; ++i) v = xm::add(xm::mul(v, x), c[i]);
+  return v;
+}
 
 // Inverse of the standard normal CDF for p in (0, 0.5]: Acklam's rational
 // approximation (relative error below 1.2e-9, under half an f32 ulp), then,
@@ -146,20 +165,21 @@ double inv_phi_lower(double p, bool refine) {
                                  -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
   static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
                                  3.754408661907416e+00};
+  static constexpr double d1[] = {d[0], d[1], d[2], d[3], 1.0};
+  static constexpr double b1[] = {b[0], b[1], b[2], b[3], b[4], 1.0};
   double x;
   if (p < 0.02425) {
-    const double q = std::sqrt(-2 * std::log(p));
-    x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
-        ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1);
+    const double q = std::sqrt(xm::mul(-2.0, xm::log(p)));
+    x = horner(c, q) / horner(d1, q);
   } else {
-    const double q = p - 0.5, r = q * q;
-    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+    const double q = p - 0.5, r = xm::mul(q, q);
+    x = xm::mul(horner(a, r), q) / horner(b1, r);
   }
   if (!refine) return x;
   const double e = phi_cdf(x) - p;
-  const double u = e * 2.50662827463100050242 * std::exp(0.5 * x * x);  // e / pdf(x)
-  return x - u / (1 + 0.5 * x * u);
+  const double half_x = xm::mul(0.5, x);
+  const double u = xm::mul(xm::mul(e, 2.50662827463100050242), xm::exp(xm::mul(half_x, x)));  // e / pdf(x)
+  return x - u / xm::add(1.0, xm::mul(half_x, u));
 }
 
 struct TruncState {
@@ -179,8 +199,8 @@ struct TruncState {
 double trunc_sample(const TruncState& s, double u, bool refine) {
   // Points below the median invert the CDF from the left, the others the
   // upper-tail probability from the right, each without cancellation.
-  const double p = s.cdf_lo + u * s.mass;
-  double x = p <= 0.5 ? inv_phi_lower(p, refine) : -inv_phi_lower(s.ccdf_hi + (1 - u) * s.mass, refine);
+  const double p = xm::add(s.cdf_lo, xm::mul(u, s.mass));
+  double x = p <= 0.5 ? inv_phi_lower(p, refine) : -inv_phi_lower(xm::add(s.ccdf_hi, xm::mul(1 - u, s.mass)), refine);
   x = std::min(std::max(x, s.lo), s.hi);
   return s.mirrored ? -x : x;
 }
@@ -191,7 +211,7 @@ void trunc_range(const TruncState& s, T* y, int64_t begin, int64_t end) {
     double u;
     if constexpr (std::is_same_v<T, double>) u = uniform53_mid(w.v[2 * k], w.v[2 * k + 1]);
     else u = uniform24_mid(w.v[k]);
-    y[i] = store<T>(s.mean + s.std * trunc_sample(s, u, std::is_same_v<T, double>));
+    y[i] = store<T>(xm::add(s.mean, xm::mul(s.std, trunc_sample(s, u, std::is_same_v<T, double>))));
   });
 }
 

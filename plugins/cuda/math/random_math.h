@@ -6,25 +6,22 @@
 // gives the reference's bits. tests/gpu runs the same functions over every
 // block against the reference.
 //
-// Bit-exactness. Every operation the reference rounds is done here in the
-// same order and precision, and never fused into an FMA (nvcc and hipcc
-// contract a * b + c by default, g++ for x86-64 does not): rn_add/rn_mul
-// below. uniform and dropout use only those, conversions and exact word
-// arithmetic, so they are bit-exact for every dtype (dropout passes a NaN
-// input's payload through as the host does: rnd_scale). normal and
-// truncated_normal also call log, sqrt, sin, cos (and, for f64 truncated
-// normal, erfc and exp). sqrt is correctly rounded everywhere; the others
-// are within 1-2 ulp of double on the device but not identical to glibc's,
-// so only results rounded to f32/f16/bf16 are (all but certainly) the
-// same: a double that differs by an ulp changes the f32 rounding with a
-// probability of about 2^-28. f64 normal and truncated_normal are not
-// planned on the GPU for that reason (rnd_device_exact).
+// Bit-exactness, every dtype. Every operation the reference rounds is done
+// here in the same order and precision, and never fused into an FMA (nvcc
+// and hipcc contract a * b + c by default, g++ does where the target has
+// FMA): rn_add/rn_mul, which are spora/sdk/exact_math.h's add/mul for
+// double. The transcendental functions (log, sin/cos of 2 pi u, erfc, exp)
+// are exact_math.h's too, on both sides, built from those same rounded
+// operations, so the device computes the reference's bits by construction,
+// f64 included; sqrt and division are correctly rounded everywhere. Dropout
+// passes a NaN input's payload through as the host does (rnd_scale).
 #pragma once
 #include <cstdint>
 
 #include <cmath>
 #include <string>
 
+#include <spora/sdk/exact_math.h>
 #include <spora/sdk/philox.h>
 
 #include "fmath.h"
@@ -38,27 +35,9 @@ using spora::plugin::PhiloxStream;
 
 // ---- rounded arithmetic, never contracted ----
 
-SPORA_HD inline double rn_add(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-  return a + b;
-#endif
-}
-SPORA_HD inline double rn_sub(double a, double b) { return rn_add(a, -b); }
-SPORA_HD inline double rn_mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-  return a * b;
-#endif
-}
+SPORA_HD inline double rn_add(double a, double b) { return spora::exact_math::add(a, b); }
+SPORA_HD inline double rn_sub(double a, double b) { return spora::exact_math::sub(a, b); }
+SPORA_HD inline double rn_mul(double a, double b) { return spora::exact_math::mul(a, b); }
 SPORA_HD inline float rn_mul(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fmul_rn(a, b);
@@ -142,19 +121,20 @@ SPORA_HD inline void uniform_block(const UniformArgs& a, T* y, int64_t b, int64_
 
 // ---- normal: Box-Muller ----
 
-constexpr double kRndTwoPi = 6.283185307179586476925286766559;
-
 struct NormalArgs {
   PhiloxStream stream{0, 0};
   double mean, std;
 };
 
-// Pair (u1 in (0, 1], u2 in [0, 1)) -> mean + std r cos(t), mean + std r sin(t).
+// Pair (u1 in (0, 1], u2 in [0, 1)) -> mean + std r cos(2 pi u2),
+// mean + std r sin(2 pi u2), r = sqrt(-2 log u1).
 template <class T>
 SPORA_HD inline void normal_pair(const NormalArgs& a, double u1, double u2, T* y0, T* y1) {
-  const double r = fm::sqrt(rn_mul(-2.0, fm::log(u1))), t = rn_mul(kRndTwoPi, u2);
-  *y0 = elem<T>::store(rn_add(a.mean, rn_mul(a.std, rn_mul(r, fm::cos(t)))));
-  if (y1) *y1 = elem<T>::store(rn_add(a.mean, rn_mul(a.std, rn_mul(r, fm::sin(t)))));
+  const double r = fm::sqrt(rn_mul(-2.0, spora::exact_math::log(u1)));
+  double sin_t, cos_t;
+  spora::exact_math::sincos_2pi(u2, &sin_t, &cos_t);
+  *y0 = elem<T>::store(rn_add(a.mean, rn_mul(a.std, rn_mul(r, cos_t))));
+  if (y1) *y1 = elem<T>::store(rn_add(a.mean, rn_mul(a.std, rn_mul(r, sin_t))));
 }
 
 // Pair j is elements 2j (cos) and 2j + 1 (sin); a block holds 2 pairs
@@ -182,7 +162,9 @@ SPORA_HD inline void normal_block(const NormalArgs& a, T* y, int64_t b, int64_t 
 // ---- truncated normal: inverse CDF on [a, b] ----
 
 // Standard normal CDF (host: the plan's constants; device: the f64 Halley step).
-SPORA_HD inline double rnd_phi_cdf(double x) { return rn_mul(0.5, fm::erfc(rn_mul(-x, 0.70710678118654752440))); }
+SPORA_HD inline double rnd_phi_cdf(double x) {
+  return rn_mul(0.5, spora::exact_math::erfc(rn_mul(-x, 0.70710678118654752440)));
+}
 
 // Inverse of the standard normal CDF for p in (0, 0.5]: Acklam's rational
 // approximation and, when `refine`, one Halley step on the exact CDF, as
@@ -198,7 +180,7 @@ SPORA_HD inline double rnd_inv_phi_lower(double p, bool refine) {
                    d3 = 3.754408661907416e+00;
   double x;
   if (p < 0.02425) {
-    const double q = fm::sqrt(rn_mul(-2.0, fm::log(p)));
+    const double q = fm::sqrt(rn_mul(-2.0, spora::exact_math::log(p)));
     const double num = rn_add(rn_mul(rn_add(rn_mul(rn_add(rn_mul(rn_add(rn_mul(rn_add(rn_mul(c0, q), c1), q), c2), q), c3), q), c4), q), c5);
     const double den = rn_add(rn_mul(rn_add(rn_mul(rn_add(rn_mul(rn_add(rn_mul(d0, q), d1), q), d2), q), d3), q), 1.0);
     x = num / den;
@@ -212,7 +194,7 @@ SPORA_HD inline double rnd_inv_phi_lower(double p, bool refine) {
   if (!refine) return x;
   const double e = rn_sub(rnd_phi_cdf(x), p);
   // e / pdf(x); the reference's 0.5 * x * x is (0.5 * x) * x.
-  const double u = rn_mul(rn_mul(e, 2.50662827463100050242), fm::exp(rn_mul(rn_mul(0.5, x), x)));
+  const double u = rn_mul(rn_mul(e, 2.50662827463100050242), spora::exact_math::exp(rn_mul(rn_mul(0.5, x), x)));
   return rn_sub(x, u / rn_add(1.0, rn_mul(rn_mul(0.5, x), u)));
 }
 
@@ -309,12 +291,6 @@ inline bool rnd_kind_of(const std::string& op, RndKind* k) {
   return true;
 }
 
-// Whether the device gives the reference's bits for (op, dtype): all but
-// f64 normal and truncated_normal (see the top of this file).
-inline bool rnd_device_exact(RndKind k, int32_t dtype) {
-  return !(dtype == SPORA_DTYPE_F64 && (k == RndKind::kNormal || k == RndKind::kTrunc));
-}
-
 inline PhiloxStream rnd_stream_of(const spora::plugin::KernelPlan& p) {
   return PhiloxStream(static_cast<uint64_t>(p.attrs.get_int("seed", 0)),
                       static_cast<uint64_t>(p.attrs.get_int("offset", 0)));
@@ -329,7 +305,7 @@ inline NormalArgs normal_args_of(const spora::plugin::KernelPlan& p) {
   return NormalArgs{rnd_stream_of(p), p.attrs.get_float("mean", 0.0), p.attrs.get_float("std", 1.0)};
 }
 
-// The reference planner's constants, computed on the host with its libm.
+// The reference planner's constants (the same functions as on the device).
 inline TruncArgs trunc_args_of(const spora::plugin::KernelPlan& p) {
   const double a = p.attrs.get_float("a", -2.0), b = p.attrs.get_float("b", 2.0);
   TruncArgs s{rnd_stream_of(p), p.attrs.get_float("mean", 0.0), p.attrs.get_float("std", 1.0), 0, 0, false, 0, 0, 0};
