@@ -1,8 +1,9 @@
 // spora/sdk/exact_math.h: accuracy of log, exp, erfc and sin/cos of 2 pi u
 // against the C library over millions of arguments (the random ops'
 // domains and beyond), measured in ulps of the double result; and its
-// independence from FMA contraction (the same bits from a build with
-// -mfma -ffp-contract=fast, which contracts every a * b + c it can).
+// independence from FMA contraction (the same bits from builds with -mfma
+// -ffp-contract=fast, which contract every a * b + c they can, by the
+// host compiler and by clang++ where installed).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -258,14 +259,21 @@ TEST(GpuMathExact, SameBitsWhenTheCompilerContractsToFma) {
       in << buf;
     }
   }
-  const std::string cmd = std::string("'") + SPORA_TEST_CXX + "' -std=c++17 -O2 -mfma -ffp-contract=fast -I'" +
-                          SPORA_TEST_SOURCE_DIR + "/sdk/include' '" + dir + "/prog.cpp' -o '" + dir + "/prog' && '" +
-                          dir + "/prog' < '" + dir + "/args' > '" + dir + "/out'";
-  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  std::ifstream out(dir + "/out");
-  std::stringstream got;
-  got << out.rdbuf();
-  EXPECT_EQ(got.str(), results_of(args));
+  // The build's compiler, and clang++ where it is installed (its
+  // -ffp-contract=fast disregards `#pragma clang fp contract`).
+  std::vector<std::string> compilers = {SPORA_TEST_CXX};
+  if (std::system("command -v clang++ > /dev/null 2>&1") == 0) compilers.push_back("clang++");
+  const std::string want = results_of(args);
+  for (const std::string& cxx : compilers) {
+    const std::string cmd = "'" + cxx + "' -std=c++17 -O2 -mfma -ffp-contract=fast -I'" + SPORA_TEST_SOURCE_DIR +
+                            "/sdk/include' '" + dir + "/prog.cpp' -o '" + dir + "/prog' && '" + dir + "/prog' < '" +
+                            dir + "/args' > '" + dir + "/out'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    std::ifstream out(dir + "/out");
+    std::stringstream got;
+    got << out.rdbuf();
+    EXPECT_EQ(got.str(), want) << cxx;
+  }
   (void)std::system(("rm -rf '" + dir + "'").c_str());
 #else
   GTEST_SKIP() << "x86-64 with the host compiler's path only";

@@ -13,10 +13,12 @@
 // glibc), so the distributions the ops sample are unchanged.
 //
 // No contraction: under nvcc's device pass the __d*_rn intrinsics (never
-// contracted); under clang (hipcc, host or device) `#pragma clang fp
-// contract(off)`; under GCC, which contracts a * b + c whenever the target
-// has FMA (its default is -ffp-contract=fast and no pragma turns that off),
-// an empty asm makes every product an opaque, rounded value.
+// contracted); under hipcc's device pass `#pragma clang fp contract(off)`
+// (its default, -ffp-contract=fast-honor-pragmas, honours it); on the host
+// an empty asm makes every product an opaque, rounded value, because GCC
+// contracts a * b + c whenever the target has FMA (its default is
+// -ffp-contract=fast and no pragma turns that off) and clang's
+// -ffp-contract=fast disregards the pragma.
 //
 // Valid C++11 (nvcc and hipcc may compile it in older modes).
 #pragma once
@@ -59,11 +61,13 @@ SPORA_EXACT_HD inline double sub(double a, double b) {
 SPORA_EXACT_HD inline double mul(double a, double b) {
 #if defined(__CUDA_ARCH__)
   return __dmul_rn(a, b);
-#elif defined(__clang__)
+#elif defined(__HIP_DEVICE_COMPILE__)
+  // hipcc's default -ffp-contract=fast-honor-pragmas honours this.
 #pragma clang fp contract(off)
   return a * b;
 #else
   double p = a * b;
+  // The host: clang's -ffp-contract=fast ignores the pragma, GCC has none.
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
   __asm__("" : "+x"(p));
 #elif defined(__GNUC__) && defined(__aarch64__)
