@@ -1,6 +1,7 @@
 // arange and eye, one output element at a time, as the reference
 // (plugins/common/kernels/creation.cpp) computes them:
-//   arange: floats start + i * step in double, rounded once to the dtype
+//   arange: floats start + i * step in double (the product rounded on its
+//     own, rounded.h: no FMA), rounded once to the dtype
 //     (16-bit floats through float, as the reference's store); integers
 //     start + i * step in int64 (the planner checked every element fits);
 //   eye: ones on the main diagonal of an (n, m) matrix, zeros elsewhere.
@@ -9,18 +10,9 @@
 
 #include "hd.h"
 #include "kernel_plan.h"  // plugins/common: KernelPlan (host side)
+#include "rounded.h"
 
 namespace spora::gpu {
-
-// a * b rounded on its own: a GPU compiler would otherwise contract
-// start + i * step into an FMA, which the reference does not do.
-SPORA_HD inline double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
 
 struct ArangeIndex {
   double start = 0, step = 1;  // floats
@@ -30,7 +22,7 @@ struct ArangeIndex {
 template <class T>
 SPORA_HD inline T arange_elem(const ArangeIndex& a, int64_t i) {
   using C = compute_of<T>;
-  if constexpr (is_float_c<C>) return elem<T>::store(a.start + mul_rn(static_cast<double>(i), a.step));
+  if constexpr (is_float_c<C>) return elem<T>::store(a.start + rn_mul(static_cast<double>(i), a.step));
   else return elem<T>::store(wrap_add(a.istart, wrap_mul(i, a.istep)));  // never wraps: every element fits
 }
 

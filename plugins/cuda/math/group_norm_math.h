@@ -14,9 +14,9 @@
 //    channel), one partial per (sample, channel). A finishing thread per
 //    parameter then adds its partials in index order.
 // The reference sums sequentially: results agree to a double's rounding
-// before the final store. Products that feed an addition go through gn_mul,
-// which the GPU compilers may not fuse into an FMA (the reference rounds
-// the product first).
+// before the final store. Products that feed an addition go through
+// rn_mul (rounded.h), which the GPU compilers may not fuse into an FMA (the
+// reference rounds the product first).
 #pragma once
 #include <cstdint>
 
@@ -25,6 +25,7 @@
 #include "fmath.h"
 #include "hd.h"
 #include "kernel_plan.h"  // plugins/common: Shape, AttrList (host side)
+#include "rounded.h"
 
 namespace spora::gpu {
 
@@ -52,28 +53,6 @@ struct GnIndex {
   // or samples (group norm); 0 for batch norm.
   int64_t partials = 0;
 };
-
-// A product rounded before any addition that follows it.
-SPORA_HD inline float gn_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#elif defined(__HIP_DEVICE_COMPILE__)
-#pragma clang fp contract(off)
-  return a * b;
-#else
-  return a * b;
-#endif
-}
-SPORA_HD inline double gn_mul(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#elif defined(__HIP_DEVICE_COMPILE__)
-#pragma clang fp contract(off)
-  return a * b;
-#else
-  return a * b;
-#endif
-}
 
 SPORA_HD inline int64_t gn_size(const GnIndex& ix) { return ix.blocks * ix.len; }
 
@@ -135,7 +114,7 @@ SPORA_HD inline double gn_sq_partial(const GnIndex& ix, const T* x, int64_t q, i
   for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
     const int64_t k = c.k;
     const double d = static_cast<double>(elem<T>::load(x[k])) - mean;
-    a += gn_mul(d, d);
+    a += rn_mul(d, d);
   }
   return a;
 }
@@ -156,8 +135,8 @@ SPORA_HD inline void gn_write_stats(const GnIndex& ix, int64_t q, double mean, d
   double nm = r_mean, nv = r_var;
   if (ix.training && m > 0) {
     const double unbiased = m > 1 ? var * m / (m - 1) : var;
-    nm = gn_mul(1 - ix.momentum, r_mean) + gn_mul(ix.momentum, mean);
-    nv = gn_mul(1 - ix.momentum, r_var) + gn_mul(ix.momentum, unbiased);
+    nm = rn_mul(1 - ix.momentum, r_mean) + rn_mul(ix.momentum, mean);
+    nv = rn_mul(1 - ix.momentum, r_var) + rn_mul(ix.momentum, unbiased);
   }
   rm_out[q] = elem<T>::template store<double>(nm);
   rv_out[q] = elem<T>::template store<double>(nv);
@@ -172,7 +151,7 @@ SPORA_HD inline void gn_fwd_write(const GnIndex& ix, const T* x, const T* gamma,
   for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
     const int64_t k = c.k, p = c.p;
     const auto xh = (elem<T>::load(x[k]) - mu) * inv;
-    y[k] = elem<T>::store(gn_mul(xh, elem<T>::load(gamma[p])) + elem<T>::load(beta[p]));
+    y[k] = elem<T>::store(rn_mul(xh, elem<T>::load(gamma[p])) + elem<T>::load(beta[p]));
   }
 }
 
@@ -191,11 +170,11 @@ SPORA_HD inline void gn_bwd_partials(const GnIndex& ix, const T* x, const T* dy,
   for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
     const int64_t k = c.k, p = c.p;
     const C g = elem<T>::load(dy[k]), xh = (elem<T>::load(x[k]) - mu) * inv;
-    const C a = gn_mul(g, elem<T>::load(gamma[p]));
+    const C a = rn_mul(g, elem<T>::load(gamma[p]));
     sa += static_cast<double>(a);
-    sax += static_cast<double>(gn_mul(a, xh));
+    sax += static_cast<double>(rn_mul(a, xh));
     sg += static_cast<double>(g);
-    sgx += static_cast<double>(gn_mul(g, xh));
+    sgx += static_cast<double>(rn_mul(g, xh));
   }
   out[0] = sa, out[1] = sax, out[2] = sg, out[3] = sgx;
 }
@@ -211,7 +190,7 @@ SPORA_HD inline void gn_bwd_write(const GnIndex& ix, const T* x, const T* dy, co
   for (int64_t j = t; j < n; j += kGnThreads, gn_next(ix, c)) {
     const int64_t k = c.k, p = c.p;
     const C xh = (elem<T>::load(x[k]) - mu) * inv;
-    dx[k] = elem<T>::store(inv * (gn_mul(elem<T>::load(dy[k]), elem<T>::load(gamma[p])) - ma - gn_mul(xh, max)));
+    dx[k] = elem<T>::store(inv * (rn_mul(elem<T>::load(dy[k]), elem<T>::load(gamma[p])) - ma - rn_mul(xh, max)));
   }
 }
 
@@ -232,7 +211,7 @@ SPORA_HD inline void gn_col_partials(const GnIndex& ix, const T* x, const T* dy,
     for (int64_t q = r0 + lane; q < r1; q += kGnLanes) {
       const int64_t k = q * ix.qstride + c;
       const C g = elem<T>::load(dy[k]), xh = (elem<T>::load(x[k]) - mean[q]) * invstd[q];
-      sgx += static_cast<double>(gn_mul(g, xh));
+      sgx += static_cast<double>(rn_mul(g, xh));
       sg += static_cast<double>(g);
     }
   }
@@ -250,7 +229,7 @@ SPORA_HD inline void gn_run_partials(const GnIndex& ix, const T* x, const T* dy,
   double sgx = 0, sg = 0;
   for (int64_t e = t; e < ix.len; e += kGnThreads) {
     const C g = elem<T>::load(dy[base + e]), xh = (elem<T>::load(x[base + e]) - mu) * inv;
-    sgx += static_cast<double>(gn_mul(g, xh));
+    sgx += static_cast<double>(rn_mul(g, xh));
     sg += static_cast<double>(g);
   }
   out[0] = sgx, out[1] = sg;

@@ -9,8 +9,7 @@
 // Bit-exactness, every dtype. Every operation the reference rounds is done
 // here in the same order and precision, and never fused into an FMA (nvcc
 // and hipcc contract a * b + c by default, g++ does where the target has
-// FMA): rn_add/rn_mul, which are spora/sdk/exact_math.h's add/mul for
-// double. The transcendental functions (log, sin/cos of 2 pi u, erfc, exp)
+// FMA): rn_add/rn_mul of rounded.h. The transcendental functions (log, sin/cos of 2 pi u, erfc, exp)
 // are exact_math.h's too, on both sides, built from those same rounded
 // operations, so the device computes the reference's bits by construction,
 // f64 included; sqrt and division are correctly rounded everywhere. Dropout
@@ -27,27 +26,12 @@
 #include "fmath.h"
 #include "hd.h"
 #include "kernel_plan.h"  // plugins/common: KernelPlan (host side)
+#include "rounded.h"
 
 namespace spora::gpu {
 
 using spora::plugin::PhiloxBlock;
 using spora::plugin::PhiloxStream;
-
-// ---- rounded arithmetic, never contracted ----
-
-SPORA_HD inline double rn_add(double a, double b) { return spora::exact_math::add(a, b); }
-SPORA_HD inline double rn_sub(double a, double b) { return spora::exact_math::sub(a, b); }
-SPORA_HD inline double rn_mul(double a, double b) { return spora::exact_math::mul(a, b); }
-SPORA_HD inline float rn_mul(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-#if defined(__clang__)
-#pragma clang fp contract(off)
-#endif
-  return a * b;
-#endif
-}
 
 // ---- the next value below (std::nextafter(r, -inf); the reference's
 // sign-magnitude step for 16-bit floats) ----
