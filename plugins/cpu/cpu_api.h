@@ -10,6 +10,7 @@
   /* cpu_memory.cpp: aligned host allocations, memmove copies (async ones complete inline) */   \
   X(mem_alloc) X(mem_free) X(copy_h2d) X(copy_d2h) X(copy_d2d) X(memset, memset_sync)             \
   X(copy_h2d_async) X(copy_d2h_async) X(copy_d2d_async) X(memset_async)                          \
+  X(memory_stats) X(reset_peak_memory_stats)                                                     \
   /* cpu_stream.cpp: inline streams, timestamp events */                                         \
   X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query) X(stream_wait_event)  \
   X(stream_add_callback) X(event_create) X(event_destroy) X(event_record) X(event_query)         \

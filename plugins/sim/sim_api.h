@@ -11,7 +11,7 @@
   /* sim_copy.cpp: allocation, pinned host memory and data movement */                       \
   X(mem_alloc) X(mem_free) X(host_alloc_pinned) X(host_free_pinned) X(copy_h2d) X(copy_d2h)  \
   X(copy_d2d) X(memset, memset_sync) X(copy_h2d_async) X(copy_d2h_async) X(copy_d2d_async)   \
-  X(memset_async)                                                                            \
+  X(memset_async) X(memory_stats) X(reset_peak_memory_stats)                                \
   /* sim_stream_api.cpp: streams and events */                                               \
   X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query) X(stream_wait_event) \
   X(stream_add_callback) X(event_create) X(event_destroy) X(event_record) X(event_query)     \

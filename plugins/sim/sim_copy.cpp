@@ -1,4 +1,4 @@
-// Allocation and data movement: mem_alloc/free, pinned host memory,
+// Allocation and data movement: mem_alloc/free and their statistics, pinned host memory,
 // synchronous and asynchronous copies and memsets. Every device address is
 // translated (and so validated) when the call is made; the host memory
 // behind it stays mapped until shutdown, and mem_free waits for queued work,
@@ -99,6 +99,27 @@ spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr) {
     if (auto* err = arena->release(address(ptr))) return err;
     // Freed all the same, so the host can tear down a failed device.
     return d->sticky_error("mem_free");
+  });
+}
+
+// Counted at the calls, as a GPU's allocator counts them: a block counts as
+// freed when mem_free returns (here, after the queued work that used it).
+spora_plugin_error_t* memory_stats(int32_t device, spora_memory_stats_t* out) {
+  return guard("sim", [&]() -> spora_plugin_error_t* {
+    Arena* arena = nullptr;
+    if (auto* err = get_arena("memory_stats", device, &arena)) return err;
+    if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] memory_stats: out is NULL");
+    arena->stats(out);
+    return nullptr;
+  });
+}
+
+spora_plugin_error_t* reset_peak_memory_stats(int32_t device) {
+  return guard("sim", [&]() -> spora_plugin_error_t* {
+    Arena* arena = nullptr;
+    if (auto* err = get_arena("reset_peak_memory_stats", device, &arena)) return err;
+    arena->reset_peak();
+    return nullptr;
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -69,6 +70,10 @@ spora_plugin_error_t* Arena::allocate(size_t size, uint64_t* out_address) {
       if (left > 0) free_.emplace(offset + need, left);
       live_.emplace(offset, Block{size, need});
       free_bytes_ -= need;
+      allocated_ += size;
+      reserved_ += need;
+      peak_allocated_ = std::max(peak_allocated_, allocated_);
+      peak_reserved_ = std::max(peak_reserved_, reserved_);
       *out_address = address_of(offset);
       return nullptr;
     }
@@ -104,6 +109,8 @@ spora_plugin_error_t* Arena::release(uint64_t address) {
   }
   size_t start = offset;
   size_t len = it->second.reserved;
+  allocated_ -= it->second.requested;
+  reserved_ -= len;
   live_.erase(it);
   free_bytes_ += len;
 
@@ -123,6 +130,21 @@ spora_plugin_error_t* Arena::release(uint64_t address) {
   }
   free_.emplace(start, len);
   return nullptr;
+}
+
+void Arena::stats(spora_memory_stats_t* out) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  using S = spora_memory_stats_t;
+  if (SPORA_STRUCT_HAS(out, S, allocated_bytes)) out->allocated_bytes = allocated_;
+  if (SPORA_STRUCT_HAS(out, S, peak_allocated_bytes)) out->peak_allocated_bytes = peak_allocated_;
+  if (SPORA_STRUCT_HAS(out, S, reserved_bytes)) out->reserved_bytes = reserved_;
+  if (SPORA_STRUCT_HAS(out, S, peak_reserved_bytes)) out->peak_reserved_bytes = peak_reserved_;
+}
+
+void Arena::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  peak_allocated_ = allocated_;
+  peak_reserved_ = reserved_;
 }
 
 spora_plugin_error_t* Arena::translate(uint64_t address, size_t size, const char* what, void** out) const {

@@ -44,6 +44,10 @@ class Arena {
   spora_plugin_error_t* allocate(size_t size, uint64_t* out_address);
   // Frees the allocation that starts exactly at `address`.
   spora_plugin_error_t* release(uint64_t address);
+  // Byte counts for memory_stats: sizes requested by live allocations, and
+  // the arena space they hold (rounded to kAlignment), with their peaks.
+  void stats(spora_memory_stats_t* out) const;
+  void reset_peak();
   // Maps [address, address + size) to host memory, provided it lies inside
   // one live allocation (address may point anywhere inside it: sub-buffers).
   // `what` names the argument in the error message ("dst", "input 1").
@@ -67,6 +71,8 @@ class Arena {
   std::map<size_t, size_t> free_;  // offset -> size of each free block, never adjacent
   std::map<size_t, Block> live_;   // offset -> live allocation
   uint64_t free_bytes_;
+  uint64_t allocated_ = 0, peak_allocated_ = 0;  // requested bytes of live blocks
+  uint64_t reserved_ = 0, peak_reserved_ = 0;    // their rounded sizes
 };
 
 }  // namespace spora::sim

@@ -409,6 +409,29 @@ TEST_F(Loader, OldMinorLoadsUnderTheDefaultFloor) {
               HasSubstr("host ABI 1." + std::to_string(SPORA_PLUGIN_ABI_MINOR) + " floor 0;"));
 }
 
+// Its table is 1.0-sized: the 1.1 memory_stats slot lies past struct_size
+// (and aborts if called), so the host reports statistics as unimplemented,
+// naming the device, without reading it. The good plugin's table is full
+// size with the slot NULL: the same answer.
+TEST_F(Loader, MemoryStatsOfOlderOrPartialTablesAreUnimplemented) {
+  TempDir dir;
+  copy_plugin("oldminor", dir.path());
+  copy_plugin("good", dir.path());
+  spora::Context ctx;
+  ctx.add_plugin_path(dir.str());
+  for (const char* name : {"oldminor:0", "good:0"}) {
+    spora_device_t* d = nullptr;
+    ASSERT_EQ(spora_device_find(ctx.get(), name, &d), SPORA_OK) << spora_last_error();
+    uint64_t allocated = 7;
+    EXPECT_EQ(spora_device_memory_stats(d, &allocated, nullptr, nullptr, nullptr), SPORA_ERROR_UNIMPLEMENTED) << name;
+    EXPECT_THAT(spora_last_error(), HasSubstr(std::string("[") + name + "]"));
+    EXPECT_THAT(spora_last_error(), HasSubstr("memory_stats"));
+    EXPECT_EQ(allocated, 7u) << "outputs are written only on success";
+    EXPECT_EQ(spora_device_reset_peak_memory_stats(d), SPORA_ERROR_UNIMPLEMENTED) << name;
+    EXPECT_THAT(spora_last_error(), HasSubstr(std::string("[") + name + "]"));
+  }
+}
+
 // SPORA_PLUGIN_ABI_MINOR_FLOOR one above what oldminor reports: it must be
 // refused after its entry, with a reason naming the file and both minors.
 // The host reads the floor once per process, so this runs in a child

@@ -140,6 +140,26 @@ SPORA_API spora_status_t spora_device_property(const spora_device_t* device, con
 /* Blocks until all work queued on the device has finished; reports the first
  * asynchronous error raised since the last synchronize. */
 SPORA_API spora_status_t spora_device_synchronize(spora_device_t* device);
+/* Memory statistics of `device`, in bytes, counted by its plugin since it
+ * was initialised (the figures of PyTorch's memory_allocated /
+ * max_memory_allocated / memory_reserved / max_memory_reserved):
+ *   allocated       sizes of the live device allocations (tensors, plan
+ *                   arenas, workspaces), as requested, summed;
+ *   peak_allocated  the highest `allocated` since the last reset;
+ *   reserved        device memory the plugin holds for them, including its
+ *                   rounding and freed blocks it caches for reuse (a caching
+ *                   allocator's pool); at least `allocated`;
+ *   peak_reserved   the highest `reserved` since the last reset.
+ * Any out-parameter may be NULL. Cheap: no device synchronization, so
+ * frees still waiting for queued work already count as freed. Returns
+ * SPORA_ERROR_UNIMPLEMENTED, naming the device, when its plugin does not
+ * keep statistics (plugins built against plugin ABI 1.0). */
+SPORA_API spora_status_t spora_device_memory_stats(spora_device_t* device, uint64_t* allocated,
+                                                   uint64_t* peak_allocated, uint64_t* reserved,
+                                                   uint64_t* peak_reserved);
+/* Starts new peaks: peak_allocated and peak_reserved become the current
+ * allocated and reserved bytes. Same errors as spora_device_memory_stats. */
+SPORA_API spora_status_t spora_device_reset_peak_memory_stats(spora_device_t* device);
 /* Whether ops the device's plugin has no kernel for may still run on it: by
  * their decomposition into other ops, or on the cpu plugin with copies in
  * and out. `enabled` is 1 (the default) or 0. With 0, such an op fails with

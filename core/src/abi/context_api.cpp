@@ -147,6 +147,23 @@ spora_status_t spora_device_synchronize(spora_device_t* device) {
   return guard([&] { from_handle(need(device, "spora_device_synchronize", "device"))->synchronize(); });
 }
 
+spora_status_t spora_device_memory_stats(spora_device_t* device, uint64_t* allocated, uint64_t* peak_allocated,
+                                         uint64_t* reserved, uint64_t* peak_reserved) {
+  return guard([&] {
+    const spora::Device::MemoryStats s =
+        from_handle(need(device, "spora_device_memory_stats", "device"))->memory_stats();
+    if (allocated) *allocated = s.allocated;
+    if (peak_allocated) *peak_allocated = s.peak_allocated;
+    if (reserved) *reserved = s.reserved;
+    if (peak_reserved) *peak_reserved = s.peak_reserved;
+  });
+}
+
+spora_status_t spora_device_reset_peak_memory_stats(spora_device_t* device) {
+  return guard(
+      [&] { from_handle(need(device, "spora_device_reset_peak_memory_stats", "device"))->reset_peak_memory_stats(); });
+}
+
 spora_status_t spora_device_set_fallback(spora_device_t* device, int32_t enabled) {
   return guard([&] {
     if (enabled != 0 && enabled != 1)

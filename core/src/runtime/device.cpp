@@ -183,6 +183,36 @@ Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
 }
 }  // namespace
 
+Device::MemoryStats Device::memory_stats() {
+  check_alive();
+  const bool has = SPORA_STRUCT_HAS(api_, spora_device_api_t, memory_stats) && api_->memory_stats;
+  if (!has)
+    fail(Code::kUnimplemented,
+         "[{}] memory statistics are not available: the '{}' plugin does not implement memory_stats (plugin ABI 1.1)",
+         name_, plugin_->name());
+  spora_memory_stats_t s{};
+  s.struct_size = sizeof(s);
+  if (spora_plugin_error_t* e = api_->memory_stats(index_, &s)) raise(e, "[" + name_ + "] memory_stats");
+  MemoryStats out;
+  out.allocated = s.allocated_bytes;
+  out.peak_allocated = s.peak_allocated_bytes;
+  out.reserved = s.reserved_bytes;
+  out.peak_reserved = s.peak_reserved_bytes;
+  return out;
+}
+
+void Device::reset_peak_memory_stats() {
+  check_alive();
+  const bool has = SPORA_STRUCT_HAS(api_, spora_device_api_t, reset_peak_memory_stats) && api_->reset_peak_memory_stats;
+  if (!has)
+    fail(Code::kUnimplemented,
+         "[{}] memory statistics are not available: the '{}' plugin does not implement reset_peak_memory_stats "
+         "(plugin ABI 1.1)",
+         name_, plugin_->name());
+  if (spora_plugin_error_t* e = api_->reset_peak_memory_stats(index_))
+    raise(e, "[" + name_ + "] reset_peak_memory_stats");
+}
+
 void Device::copy_h2d_async(spora_devptr_t dst, const void* src, size_t bytes) {
   check_alive();
   auto* fn = need_entry(api_->copy_h2d_async, "copy_h2d_async", name_);

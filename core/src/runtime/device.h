@@ -87,6 +87,17 @@ class Device {
   void* host_alloc_pinned(size_t bytes);
   void host_free_pinned(void* ptr) noexcept;  // logs failures: runs from destructors
 
+  // The plugin's memory statistics (plugin ABI 1.1 memory_stats), in bytes.
+  // Throws Code::kUnimplemented naming the device when the plugin has none,
+  // including a table built against 1.0, whose struct_size ends before the
+  // slot (the slot is then never read).
+  struct MemoryStats {
+    uint64_t allocated = 0, peak_allocated = 0, reserved = 0, peak_reserved = 0;
+  };
+  MemoryStats memory_stats();
+  // Peaks start again from the current values (same errors).
+  void reset_peak_memory_stats();
+
   // Set when a plugin call reported the device lost (SPORA_PLUGIN_UNAVAILABLE
   // after initialize, e.g. CUDA's sticky illegal-address error): every later
   // call fails at once with this reason instead of queueing more work.

@@ -275,6 +275,19 @@ NB_MODULE(_C, m) {
     return out;
   });
   m.def("synchronize", [](const std::string& name) { check(spora_device_synchronize(find_device(name)), false); });
+  // spora.runtime's memory statistics (plugin ABI 1.1).
+  m.def("memory_stats", [](const std::string& name) {
+    uint64_t allocated = 0, peak_allocated = 0, reserved = 0, peak_reserved = 0;
+    check(spora_device_memory_stats(find_device(name), &allocated, &peak_allocated, &reserved, &peak_reserved), false);
+    nb::dict out;
+    out["allocated_bytes"] = allocated;
+    out["peak_allocated_bytes"] = peak_allocated;
+    out["reserved_bytes"] = reserved;
+    out["peak_reserved_bytes"] = peak_reserved;
+    return out;
+  });
+  m.def("reset_peak_memory_stats",
+        [](const std::string& name) { check(spora_device_reset_peak_memory_stats(find_device(name)), false); });
   m.def("op_names", []() {
     size_t n = 0;
     check(spora_op_count(&n), false);

@@ -67,7 +67,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SPORA_PLUGIN_ABI_MAJOR 1
-#define SPORA_PLUGIN_ABI_MINOR 0
+#define SPORA_PLUGIN_ABI_MINOR 1 /* 1.1: device memory statistics (memory_stats) */
 
 /* Symbols a plugin exports (as plain C names, default visibility). */
 #define SPORA_PLUGIN_PROBE_SYMBOL "spora_plugin_probe_v1"
@@ -336,6 +336,20 @@ typedef struct spora_device_properties {
   uint32_t alignment;        /* minimum allocation alignment in bytes */
 } spora_device_properties_t;
 
+/* Memory statistics of one device (ABI 1.1), the figures behind
+ * memory_allocated / max_memory_allocated and memory_reserved /
+ * max_memory_reserved. The host zero-fills it and sets struct_size; the
+ * plugin fills the fields that struct_size covers. Bytes, per device,
+ * counted since initialize (peaks: since the last reset_peak_memory_stats). */
+typedef struct spora_memory_stats {
+  size_t struct_size;
+  uint64_t allocated_bytes;      /* sizes requested by live mem_alloc allocations, summed */
+  uint64_t peak_allocated_bytes; /* highest allocated_bytes */
+  uint64_t reserved_bytes;       /* device memory the plugin holds for mem_alloc: live allocations, their
+                                    rounding and freed blocks it caches for reuse (>= allocated_bytes) */
+  uint64_t peak_reserved_bytes;  /* highest reserved_bytes */
+} spora_memory_stats_t;
+
 /* Host callback run in stream order, on a plugin-owned thread, after all
  * earlier work in the stream finished. `status` is NULL if that work
  * succeeded, else a borrowed error describing the failure (do not destroy). It
@@ -488,6 +502,16 @@ typedef struct spora_device_api {
   /* Releases everything initialize created. Called at most once, at process
    * exit, from the host thread; may be NULL. */
   void (*shutdown)(void);
+
+  /* ---- ABI 1.1: read only when struct_size covers them (SPORA_STRUCT_HAS);
+   * a table built against 1.0 ends at shutdown ---- */
+
+  /* (optional) Memory statistics of `device` (see spora_memory_stats_t).
+   * Cheap (counters, no device synchronization); any thread. */
+  spora_plugin_error_t* (*memory_stats)(int32_t device, spora_memory_stats_t* out);
+  /* (optional; with memory_stats) Starts new peaks: peak_allocated_bytes and
+   * peak_reserved_bytes become the current allocated and reserved bytes. */
+  spora_plugin_error_t* (*reset_peak_memory_stats)(int32_t device);
 } spora_device_api_t;
 
 /* ------------------------------------------------------------------------ */

@@ -105,14 +105,21 @@ std::vector<std::pair<const char*, std::vector<Fn>>> required_groups(const spora
   };
 }
 
+// A table built against plugin ABI 1.0 ends at `shutdown`; later minors
+// append slots, read only when struct_size covers them.
+constexpr size_t kDeviceTableV10 = offsetof(spora_device_api_t, memory_stats);
+
 void check_device_table(Channel& ch, const spora_device_api_t* t, AbiState* st) {
   run_check(ch, kPart, "device table struct_size", [&] {
+    if (t->struct_size < kDeviceTableV10)
+      return Outcome::fail(std::to_string(t->struct_size) + " bytes, below v1.0's " + std::to_string(kDeviceTableV10) +
+                           "; set struct_size = sizeof(spora_device_api_t)");
     if (t->struct_size < sizeof(spora_device_api_t))
-      return Outcome::fail(std::to_string(t->struct_size) + " bytes, below v1.0's " +
-                           std::to_string(sizeof(spora_device_api_t)) + "; set struct_size = sizeof(spora_device_api_t)");
+      return Outcome::pass(std::to_string(t->struct_size) + " bytes (an older minor's table: the slots after it are "
+                           "not read)");
     return Outcome::pass(std::to_string(t->struct_size) + " bytes");
   });
-  if (t->struct_size < sizeof(spora_device_api_t)) return;  // reading further fields would be out of bounds
+  if (t->struct_size < kDeviceTableV10) return;  // reading further fields would be out of bounds
   run_check(ch, kPart, "device table extension chain", [&] {
     std::string types;
     const std::string bad = walk_extensions(t->extensions, &types);
@@ -149,6 +156,17 @@ void check_device_table(Channel& ch, const spora_device_api_t* t, AbiState* st) 
       {"whole-graph execution",
        {SPORA_FN(t, graph_compile, false), SPORA_FN(t, graph_execute, false), SPORA_FN(t, graph_destroy, false)}},
       {"shutdown", {SPORA_FN(t, shutdown, false)}},
+      // ABI 1.1: NULL when an older table ends before the slots.
+      {"memory statistics",
+       {Fn{"memory_stats",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, memory_stats) ? reinterpret_cast<const void*>(t->memory_stats)
+                                                                  : nullptr,
+           false},
+        Fn{"reset_peak_memory_stats",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, reset_peak_memory_stats)
+               ? reinterpret_cast<const void*>(t->reset_peak_memory_stats)
+               : nullptr,
+           false}}},
   };
   for (const auto& o : optional) {
     std::string have, lack;

@@ -70,6 +70,7 @@ struct Rt {
   spora_device_properties_t props{};
 };
 void check_memory(Rt& rt);
+void check_memory_stats(Rt& rt);  // ABI 1.1, when the plugin has it
 void check_streams(Rt& rt);
 void check_bad_handles(Rt& rt);
 

@@ -1,6 +1,7 @@
 // Runtime part of the kit, first half: initialisation, device properties,
-// allocation and synchronous copies on device 0.
+// allocation, memory statistics and synchronous copies on device 0.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -192,6 +193,79 @@ void check_memory(Rt& rt) {
   });
 }
 
+void check_memory_stats(Rt& rt) {
+  const spora_device_api_t* api = rt.api;
+  const bool has = SPORA_STRUCT_HAS(api, spora_device_api_t, memory_stats) && api->memory_stats &&
+                   SPORA_STRUCT_HAS(api, spora_device_api_t, reset_peak_memory_stats) && api->reset_peak_memory_stats;
+  if (!has) return;  // optional; the ABI part reports it absent (or half present)
+  auto stats = [&](const char* when) {
+    spora_memory_stats_t s{};
+    s.struct_size = sizeof(s);
+    must(call(api->memory_stats(rt.device, &s), "memory_stats"), std::string("memory_stats ") + when);
+    if (s.struct_size != sizeof(s)) throw CheckFailed("memory_stats changed struct_size; the host sets it");
+    if (s.peak_allocated_bytes < s.allocated_bytes || s.reserved_bytes < s.allocated_bytes ||
+        s.peak_reserved_bytes < s.reserved_bytes)
+      throw CheckFailed(std::string("memory_stats ") + when + ": allocated " + std::to_string(s.allocated_bytes) +
+                        ", peak " + std::to_string(s.peak_allocated_bytes) + ", reserved " +
+                        std::to_string(s.reserved_bytes) + ", peak reserved " + std::to_string(s.peak_reserved_bytes) +
+                        ": every peak must be at least its current value, and reserved at least allocated");
+    return s;
+  };
+  auto expect_allocated = [](const spora_memory_stats_t& s, uint64_t want, const std::string& when) {
+    if (s.allocated_bytes != want)
+      throw CheckFailed("allocated_bytes " + when + " is " + std::to_string(s.allocated_bytes) + ", expected " +
+                        std::to_string(want) + " (the sizes requested by live allocations, summed)");
+  };
+
+  run_check(rt.ch, kPart, "memory statistics follow mem_alloc, mem_free and reset_peak_memory_stats", [&] {
+    const size_t na = (1u << 20) + 13, nb = 3u << 20;
+    const spora_memory_stats_t s0 = stats("at the start");
+    spora_devptr_t a = alloc(rt, na), b = alloc(rt, nb);
+    const spora_memory_stats_t s1 = stats("with two live allocations");
+    expect_allocated(s1, s0.allocated_bytes + na + nb, "after allocating " + std::to_string(na) + " and " +
+                                                           std::to_string(nb) + " bytes");
+    release(rt, b);
+    const spora_memory_stats_t s2 = stats("after a free");
+    expect_allocated(s2, s0.allocated_bytes + na, "after freeing " + std::to_string(nb) + " bytes");
+    if (s2.peak_allocated_bytes < s1.allocated_bytes)
+      throw CheckFailed("peak_allocated_bytes fell to " + std::to_string(s2.peak_allocated_bytes) + " after a free; " +
+                        "it was " + std::to_string(s1.allocated_bytes) + " and must stay until a reset");
+    must(call(api->reset_peak_memory_stats(rt.device), "reset_peak_memory_stats"), "reset_peak_memory_stats");
+    const spora_memory_stats_t s3 = stats("after reset_peak_memory_stats");
+    if (s3.peak_allocated_bytes != s3.allocated_bytes)
+      throw CheckFailed("after reset_peak_memory_stats, peak_allocated_bytes is " +
+                        std::to_string(s3.peak_allocated_bytes) + " but allocated_bytes is " +
+                        std::to_string(s3.allocated_bytes));
+    release(rt, a);
+    const spora_memory_stats_t s4 = stats("after freeing everything");
+    expect_allocated(s4, s0.allocated_bytes, "after freeing both");
+    return Outcome::pass("allocated +" + std::to_string(na + nb) + " then back; reserved " +
+                         std::to_string(s1.reserved_bytes) + " bytes with both live");
+  });
+
+  run_check(rt.ch, kPart, "memory_stats writes only what struct_size covers, and refuses bad arguments", [&] {
+    // A host built against a smaller struct: only allocated_bytes is its.
+    spora_memory_stats_t s;
+    std::memset(&s, 0xAB, sizeof s);
+    s.struct_size = offsetof(spora_memory_stats_t, peak_allocated_bytes);
+    must(call(api->memory_stats(rt.device, &s), "memory_stats"), "memory_stats with a smaller struct");
+    const unsigned char* tail = reinterpret_cast<const unsigned char*>(&s) + s.struct_size;
+    for (size_t i = 0; i < sizeof s - offsetof(spora_memory_stats_t, peak_allocated_bytes); ++i)
+      if (tail[i] != 0xAB)
+        throw CheckFailed("memory_stats wrote byte " + std::to_string(s.struct_size + i) +
+                          ", past the struct_size the host set; check SPORA_STRUCT_HAS before each field");
+    const Call null_out = call(api->memory_stats(rt.device, nullptr), "memory_stats(device, NULL)");
+    if (null_out.ok) throw CheckFailed("memory_stats(device, NULL) succeeded");
+    spora_memory_stats_t t{};
+    t.struct_size = sizeof t;
+    const Call bad = call(api->memory_stats(rt.device_count, &t), "memory_stats(device_count)");
+    if (bad.ok) throw CheckFailed("memory_stats of device " + std::to_string(rt.device_count) + " succeeded");
+    const Call bad_reset = call(api->reset_peak_memory_stats(rt.device_count), "reset_peak_memory_stats(device_count)");
+    if (bad_reset.ok) throw CheckFailed("reset_peak_memory_stats of device " + std::to_string(rt.device_count) + " succeeded");
+    return Outcome::pass();
+  });
+}
+
 void check_runtime(Channel& ch, const AbiState& st) {
   if (!st.device) {
     if (st.collective)
@@ -255,6 +329,7 @@ void check_runtime(Channel& ch, const AbiState& st) {
     return Outcome::pass(c.text);
   });
   check_memory(rt);
+  check_memory_stats(rt);
   check_streams(rt);
   check_bad_handles(rt);
   run_check(ch, kPart, "shutdown", [&] {

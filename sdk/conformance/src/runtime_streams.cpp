@@ -1,9 +1,10 @@
 // Runtime part of the kit, second half: asynchronous copies, stream order,
 // events across streams, host callbacks, pinned memory ordered by the stream
-// around host callbacks, deferred frees, asynchronous errors, concurrent use
-// and errors on bad handles.
+// around host callbacks, deferred frees and the reuse of freed blocks,
+// asynchronous errors, concurrent use and errors on bad handles.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -126,6 +127,14 @@ struct HostCopy {
     auto* c = static_cast<HostCopy*>(user);
     std::memcpy(c->to, c->from, c->n);
     ++c->ran;
+  }
+};
+
+// A host callback that sleeps, holding back the work queued after it.
+struct HoldStream {
+  int ms;
+  static void callback(void* user, const spora_plugin_error_t*) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<HoldStream*>(user)->ms));
   }
 };
 
@@ -347,6 +356,37 @@ void check_streams(Rt& rt) {
     must(call(api->mem_free(rt.device, a), "mem_free"), "mem_free while a copy from it is queued");
     sync(rt, s, "stream_synchronize");
     expect_bytes(back, p, "the queued copy out of the freed buffer");
+    return Outcome::pass();
+  });
+
+  run_check(rt.ch, kPart, "a freed block is not reused under queued work that reads it (two streams)", [&] {
+    // A caching allocator hands a freed block out again at once; the new
+    // owner's writes, on another stream, must not land before the work
+    // queued on the first stream has read the old contents.
+    Scope sc(rt);
+    spora_stream_t* s1 = sc.stream();
+    spora_stream_t* s2 = sc.stream();
+    const auto p = pattern(big, 90);
+    const auto junk = pattern(big, 91);
+    std::vector<unsigned char> back(big, 0);
+    spora_devptr_t b = sc.alloc(big);
+    spora_devptr_t a = sc.alloc(big);
+    must(call(api->copy_h2d(rt.device, a, p.data(), big), "copy_h2d"), "copy_h2d");
+    // Holds s1 back, so that the copy out of `a` is still queued when `a`
+    // is freed and its successors are written.
+    HoldStream hold{200};
+    must(call(api->stream_add_callback(s1, HoldStream::callback, &hold), "stream_add_callback"), "stream_add_callback");
+    must(call(api->copy_d2d_async(s1, b, a, big), "copy_d2d_async"), "copy_d2d_async out of the block to be freed");
+    sc.forget(a);
+    must(call(api->mem_free(rt.device, a), "mem_free"), "mem_free while a copy from it is queued");
+    for (int i = 0; i < 3; ++i) {
+      spora_devptr_t c = sc.alloc(big);
+      must(call(api->copy_h2d_async(s2, c, junk.data(), big), "copy_h2d_async"), "copy_h2d_async into a new block");
+    }
+    sync(rt, s2, "stream_synchronize");
+    sync(rt, s1, "stream_synchronize");
+    must(call(api->copy_d2h(rt.device, back.data(), b, big), "copy_d2h"), "copy_d2h");
+    expect_bytes(back, p, "what the queued copy read out of the freed block");
     return Outcome::pass();
   });
 

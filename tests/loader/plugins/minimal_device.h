@@ -1,17 +1,19 @@
 /*
- * minimal_device.h -- a complete, minimal v1.0 device table for the loader
+ * minimal_device.h -- a complete, minimal device table for the loader
  * test plugins. C99, built against spora/plugin.h only.
  *
  * One device; memory from malloc (device addresses are host pointers);
  * synchronous and asynchronous copies are memcpy; streams run everything
  * inline, so every stream and event is always complete; no kernels and no
- * graphs (those entries are NULL, which plugin.h allows).
+ * graphs and no memory statistics (those entries are NULL, which plugin.h
+ * allows).
  *
  * Include it from exactly one .c file after defining
  *   TEST_PLUGIN_NAME     the plugin's name, e.g. "good" (must match the file name)
  * and optionally
  *   TEST_PLUGIN_INIT_ERROR  a message: `initialize` then fails with it
  *                           (code SPORA_PLUGIN_UNAVAILABLE).
+ *   TEST_V10_TABLE          the table ends where plugin ABI 1.0's did (see below).
  * The including file writes spora_plugin_entry_v1 (and the probe if any) and
  * calls test_fill_info() from it.
  *
@@ -253,9 +255,24 @@ static spora_plugin_error_t* test_event_elapsed_ms(spora_event_t* a, spora_event
 
 static void test_shutdown(void) { test_initialized = 0; }
 
+/* TEST_V10_TABLE: the table of a plugin built against plugin ABI 1.0, whose
+ * struct_size ends at `shutdown`. The 1.1 slot behind it holds a function
+ * that aborts, so a host reading past struct_size is caught. */
+#ifdef TEST_V10_TABLE
+static spora_plugin_error_t* test_memory_stats_poison(int32_t device, spora_memory_stats_t* out) {
+  (void)device;
+  (void)out;
+  fprintf(stderr, "[" TEST_PLUGIN_NAME "] memory_stats called although the table's struct_size ends before it\n");
+  abort();
+}
+#define TEST_TABLE_SIZE offsetof(spora_device_api_t, memory_stats)
+#else
+#define TEST_TABLE_SIZE sizeof(spora_device_api_t)
+#endif
+
 /* Designated initialisers (C99): every entry not named is NULL. */
 static const spora_device_api_t test_device_api = {
-    .struct_size = sizeof(spora_device_api_t),
+    .struct_size = TEST_TABLE_SIZE,
     .extensions = NULL,
     .initialize = test_initialize,
     .device_count = test_device_count,
@@ -287,6 +304,9 @@ static const spora_device_api_t test_device_api = {
     .kernel_destroy = NULL,
     .kernel_launch = NULL,
     .shutdown = test_shutdown,
+#ifdef TEST_V10_TABLE
+    .memory_stats = test_memory_stats_poison,
+#endif
 };
 
 /* Fills `out` for a device plugin called TEST_PLUGIN_NAME that reports ABI

@@ -15,7 +15,11 @@
  * X(member) says that member of spora_device_api_t (or
  * spora_collective_api_t) is the function of the same name; X(member,
  * function) names another function (memset, send, shutdown clash with the C
- * library in C). Members not listed stay NULL, "not implemented".
+ * library in C). Members not listed stay NULL, "not implemented". Slots a
+ * later minor appended are listed the same way (ABI 1.1:
+ * X(memory_stats) X(reset_peak_memory_stats)); the table's struct_size is
+ * the size of the plugin.h it is compiled against, so a host reads exactly
+ * the slots that header has.
  *
  *   SPORA_SDK_TABLE(type, LIST)   an initializer for a `type` table: struct_size
  *                                 set, extensions NULL, the listed members set,
