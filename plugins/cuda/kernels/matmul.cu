@@ -1,8 +1,12 @@
-// matmul: the tiled GEMM of math/gemm_math.h. Grid: (column tiles, row
-// tiles, batch), the batch walked grid-stride beyond the grid's z limit.
+// matmul, linear, linear_act, linear_add_act. On CUDA: cuBLASLt with the
+// algorithm chosen at plan time (gpu_blas.h), else cuBLAS (f32/f64), else
+// the tiled GEMM of math/gemm_math.h, which is all the ROCm build has.
+// Grid: (column tiles, row tiles, batch), the batch walked grid-stride
+// beyond the grid's z limit.
 #include <string>
 
 #include "gpu_device.h"
+#include "math/blas_args.h"
 #include "math/gemm_math.h"
 #if !defined(SPORA_GPU_HIP)
 #include "gpu_blas.h"
@@ -66,15 +70,35 @@ struct MmState {
   bool linear = false;
   bool use_ep = false;
   GemmEpilogue ep;
+#if !defined(SPORA_GPU_HIP)
+  std::shared_ptr<const blas::LtPlan> lt;  // NULL: Lt takes no form of this call
+#endif
 };
 
 template <class T>
-cudaError_t launch_t(const MmState& s, const void* const* in, void* const* out, cudaStream_t stream) {
+cudaError_t launch_t(const MmState& s, const void* const* in, void* const* out, void* workspace, cudaStream_t stream) {
   const GemmIndex& g = s.g;
   const T* bias = s.linear ? static_cast<const T*>(in[2]) : nullptr;
   const T* residual = s.linear && s.ep.has_add ? static_cast<const T*>(in[3]) : nullptr;
   T* y = static_cast<T*>(out[0]);
 #if !defined(SPORA_GPU_HIP)
+  if (s.lt) {
+    const LtArgs& x = blas::lt_args(*s.lt);
+    if (x.beta_one) {
+      bias_rows_kernel<T><<<grid_for(g.m * g.n), kBlock, 0, stream>>>(bias, y, g.m, g.n);
+      if (cudaError_t e = launched(); e != cudaSuccess) return e;
+    }
+    bool used = false;
+    const cudaError_t e = blas::lt_matmul(*s.lt, stream, in[0], in[1], x.epilogue != LtEpilogue::kDefault ? bias : nullptr,
+                                          y, workspace, &used);
+    if (e != cudaSuccess) return e;
+    if (used) {
+      if (!x.own_epilogue) return cudaSuccess;
+      epilogue_kernel<T><<<grid_for(g.m * g.n), kBlock, 0, stream>>>(s.ep, y, residual, g.m * g.n);
+      return launched();
+    }
+    // Refused at launch (alignment): the paths below write all of y.
+  }
   if (s.strided && (s.dtype == SPORA_DTYPE_F32 || s.dtype == SPORA_DTYPE_F64) && blas::available()) {
     if (bias) {
       bias_rows_kernel<T><<<grid_for(g.m * g.n), kBlock, 0, stream>>>(bias, y, g.m, g.n);
@@ -100,14 +124,14 @@ cudaError_t launch_t(const MmState& s, const void* const* in, void* const* out, 
   return launched();
 }
 
-cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out, void*, cudaStream_t stream) {
+cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out, void* workspace, cudaStream_t stream) {
   const MmState& s = plan.get<MmState>();
   if (s.g.batch == 0 || s.g.m == 0 || s.g.n == 0) return cudaSuccess;
   switch (s.dtype) {
-    case SPORA_DTYPE_F32: return launch_t<float>(s, in, out, stream);
-    case SPORA_DTYPE_F64: return launch_t<double>(s, in, out, stream);
-    case SPORA_DTYPE_F16: return launch_t<half_t>(s, in, out, stream);
-    case SPORA_DTYPE_BF16: return launch_t<bhalf_t>(s, in, out, stream);
+    case SPORA_DTYPE_F32: return launch_t<float>(s, in, out, workspace, stream);
+    case SPORA_DTYPE_F64: return launch_t<double>(s, in, out, workspace, stream);
+    case SPORA_DTYPE_F16: return launch_t<half_t>(s, in, out, workspace, stream);
+    case SPORA_DTYPE_BF16: return launch_t<bhalf_t>(s, in, out, workspace, stream);
     default: return cudaErrorInvalidValue;  // refused at plan time
   }
 }
@@ -118,6 +142,33 @@ spora_plugin_error_t* check_tiles(const spora::plugin::KernelPlan& p) {
     return spora::plugin::unsupported(p, "output has more than 65535 row tiles (1048560 rows)");
   if (r - 2 > kGemmMaxBatchRank) return spora::plugin::unsupported(p, "more than 6 batch dimensions");
   return nullptr;
+}
+
+// The user's matmul precision (the core adds "matmul_precision" to the
+// descriptor only when it is not "highest").
+spora_plugin_error_t* precision_of(const spora::plugin::KernelPlan& p, MatmulPrecision* out) {
+  const std::string v = p.attrs.get_string("matmul_precision", "highest");
+  if (!matmul_precision_of(v, out))
+    return spora::plugin::invalid(p, "matmul_precision must be \"highest\", \"high\" or \"medium\", got \"" + v + "\"");
+  return nullptr;
+}
+
+// Plans the Lt call when each operand's batch is the output's or one matrix
+// for all (strided), and k > 0 (Lt needs a product; the own GEMM writes the
+// bias alone). The kernel's workspace is what Lt's algorithm needs.
+void plan_lt(GpuPlan& gp, MmState& s, MatmulPrecision prec) {
+#if !defined(SPORA_GPU_HIP)
+  if (!s.strided || s.g.k == 0) return;
+  const LtArgs base = lt_args_row_major(s.dtype, prec, s.g.ta, s.g.tb, s.g.m, s.g.n, s.g.k, s.g.batch, s.stride_a,
+                                        s.stride_b);
+  std::string why;
+  s.lt = blas::lt_plan(lt_candidates(base, s.linear, s.use_ep ? &s.ep : nullptr), &why);
+  if (s.lt) gp.workspace = blas::lt_workspace(*s.lt);
+#else
+  (void)gp;
+  (void)s;
+  (void)prec;
+#endif
 }
 
 spora_plugin_error_t* plan_matmul(GpuPlan& gp) {
@@ -138,6 +189,9 @@ spora_plugin_error_t* plan_matmul(GpuPlan& gp) {
   s->strided = (a_full || a_one) && (b_full || b_one);
   s->stride_a = a_full ? s->g.mat_a : 0;
   s->stride_b = b_full ? s->g.mat_b : 0;
+  MatmulPrecision prec = MatmulPrecision::kHighest;
+  if (auto* e = precision_of(p, &prec)) return e;
+  plan_lt(gp, *s, prec);
   gp.state = s;
   gp.launch = launch;
   return nullptr;
@@ -156,6 +210,9 @@ spora_plugin_error_t* plan_linear(GpuPlan& gp) {
       return spora::plugin::invalid(p, "unknown activation");
     s->use_ep = true;
   }
+  MatmulPrecision prec = MatmulPrecision::kHighest;
+  if (auto* e = precision_of(p, &prec)) return e;
+  plan_lt(gp, *s, prec);
   gp.state = s;
   gp.launch = launch;
   return nullptr;
