@@ -1,4 +1,5 @@
-// Device and pinned host memory, synchronous and stream-ordered copies.
+// Device memory (through gpu_alloc.h) and its statistics, pinned host
+// memory, synchronous and stream-ordered copies.
 //
 // The synchronous copies synchronize the device before and after: the
 // contract orders them after all work already enqueued on any of the
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "error.h"
+#include "gpu_alloc.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
 
@@ -43,15 +45,13 @@ spora_plugin_error_t* async_copy(const char* what, spora_stream_t* stream, void*
 
 }  // namespace
 
+// Device memory comes from the stream-ordered caching allocator (gpu_alloc.h).
 spora_plugin_error_t* mem_alloc(int32_t device, size_t size, spora_devptr_t* out) {
   return guard(kPluginName, [&]() -> spora_plugin_error_t* {
     if (!out) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "mem_alloc: out is NULL");
     if (auto* err = use_device("mem_alloc", device)) return err;
     void* p = nullptr;
-    // cudaMalloc(0) gives NULL; the contract wants a unique address.
-    if (auto* err = check("mem_alloc(" + std::to_string(size) + " bytes) on device " + std::to_string(device),
-                          cudaMalloc(&p, size ? size : 1)))
-      return err;
+    if (auto* err = alloc::allocate(device, size, &p)) return err;
     *out = p;
     return nullptr;
   });
@@ -61,8 +61,28 @@ spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr) {
   return guard(kPluginName, [&]() -> spora_plugin_error_t* {
     if (!ptr) return nullptr;
     if (auto* err = use_device("mem_free", device)) return err;
-    // cudaFree waits for the device's outstanding work first.
-    return check("mem_free", cudaFree(ptr));
+    return alloc::release(device, ptr);
+  });
+}
+
+spora_plugin_error_t* memory_stats(int32_t device, spora_memory_stats_t* out) {
+  return guard(kPluginName, [&]() -> spora_plugin_error_t* {
+    // Counters only: no device call that a failed device would refuse.
+    State* state = nullptr;
+    if (auto* err = get_state(&state)) return err;
+    if (device < 0 || device >= static_cast<int32_t>(state->devices.size()))
+      return plugin_error(SPORA_PLUGIN_NOT_FOUND, "memory_stats: no device " + std::to_string(device));
+    return alloc::stats(device, out);
+  });
+}
+
+spora_plugin_error_t* reset_peak_memory_stats(int32_t device) {
+  return guard(kPluginName, [&]() -> spora_plugin_error_t* {
+    State* state = nullptr;
+    if (auto* err = get_state(&state)) return err;
+    if (device < 0 || device >= static_cast<int32_t>(state->devices.size()))
+      return plugin_error(SPORA_PLUGIN_NOT_FOUND, "reset_peak_memory_stats: no device " + std::to_string(device));
+    return alloc::reset_peak(device);
   });
 }
 

@@ -64,6 +64,27 @@
 #define cudaEventSynchronize hipEventSynchronize
 #define cudaEventElapsedTime hipEventElapsedTime
 #define cudaRuntimeGetVersion hipRuntimeGetVersion
+// Stream-ordered memory pools (gpu_alloc.cpp).
+#define cudaMemPool_t hipMemPool_t
+#define cudaMemPoolProps hipMemPoolProps
+#define cudaMemAllocationTypePinned hipMemAllocationTypePinned
+#define cudaMemHandleTypeNone hipMemHandleTypeNone
+#define cudaMemLocationTypeDevice hipMemLocationTypeDevice
+#define cudaMemPoolCreate hipMemPoolCreate
+#define cudaMemPoolSetAttribute hipMemPoolSetAttribute
+#define cudaMemPoolGetAttribute hipMemPoolGetAttribute
+#define cudaMemPoolAttrReleaseThreshold hipMemPoolAttrReleaseThreshold
+#define cudaMemPoolAttrReservedMemCurrent hipMemPoolAttrReservedMemCurrent
+#define cudaMemPoolAttrReservedMemHigh hipMemPoolAttrReservedMemHigh
+#define cudaMallocFromPoolAsync hipMallocFromPoolAsync
+#define cudaFreeAsync hipFreeAsync
+#define cudaDeviceGetAttribute hipDeviceGetAttribute
+#define cudaDevAttrMemoryPoolsSupported hipDeviceAttributeMemoryPoolsSupported
+#define cudaEventCreateWithFlags hipEventCreateWithFlags
+#define cudaEventDisableTiming hipEventDisableTiming
+#define cudaStreamIsCapturing hipStreamIsCapturing
+#define cudaStreamCaptureStatus hipStreamCaptureStatus
+#define cudaStreamCaptureStatusNone hipStreamCaptureStatusNone
 #define cudaDriverGetVersion hipDriverGetVersion
 
 #else

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "error.h"
+#include "gpu_alloc.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
 
@@ -55,6 +56,11 @@ spora_plugin_error_t* stream_create(int32_t device, spora_stream_t** out) {
     auto s = std::make_shared<Stream>();
     s->device = device;
     if (auto* err = check("stream_create", cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking))) return err;
+    // The allocator orders blocks across the device's streams (gpu_alloc.h).
+    if (auto* err = alloc::stream_added(device, s->stream)) {
+      (void)cudaStreamDestroy(s->stream);
+      return err;
+    }
     *out = static_cast<spora_stream_t*>(state->streams.add(std::move(s)));
     return nullptr;
   });
@@ -68,6 +74,7 @@ spora_plugin_error_t* stream_destroy(spora_stream_t* stream) {
     if (!s) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "stream_destroy: unknown or destroyed stream");
     (void)cudaSetDevice(s->device);  // a failure shows in the calls below
     const cudaError_t sync = cudaStreamSynchronize(s->stream);
+    alloc::stream_removed(s->device, s->stream);
     const cudaError_t destroy = cudaStreamDestroy(s->stream);
     if (sync != cudaSuccess) return runtime_error("stream_destroy: pending work failed", sync);
     return check("stream_destroy", destroy);

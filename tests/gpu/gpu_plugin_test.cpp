@@ -178,6 +178,10 @@ TEST_P(GpuPlugin, EntryGivesAFullRuntimeTableAndInitializeFailsWithTheReason) {
       reinterpret_cast<const void*>(t->kernel_destroy), reinterpret_cast<const void*>(t->kernel_launch),
       reinterpret_cast<const void*>(t->shutdown)};
   for (size_t i = 0; i < sizeof fns / sizeof fns[0]; ++i) EXPECT_NE(fns[i], nullptr) << "table entry " << i;
+  // ABI 1.1: memory statistics (gpu_alloc.cpp's counters and pool).
+  ASSERT_TRUE(SPORA_STRUCT_HAS(t, spora_device_api_t, reset_peak_memory_stats)) << t->struct_size;
+  EXPECT_NE(t->memory_stats, nullptr);
+  EXPECT_NE(t->reset_peak_memory_stats, nullptr);
   // The kernels it plans (a static list; nothing is initialized for it).
   std::set<std::string> ops;
   for (const char* const* p = t->kernel_ops(); *p; ++p) ops.insert(*p);
@@ -194,6 +198,19 @@ TEST_P(GpuPlugin, EntryGivesAFullRuntimeTableAndInitializeFailsWithTheReason) {
   void* p = nullptr;
   e = t->mem_alloc(0, 16, &p);
   ASSERT_NE(e, nullptr);
+  e->destroy(e);
+  spora_memory_stats_t stats{};
+  stats.struct_size = sizeof stats;
+  e = t->memory_stats(0, &stats);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->code, SPORA_PLUGIN_UNAVAILABLE) << e->message;
+  e->destroy(e);
+  e = t->reset_peak_memory_stats(0);
+  ASSERT_NE(e, nullptr);
+  e->destroy(e);
+  int dummy = 0;
+  e = t->mem_free(0, &dummy);
+  ASSERT_NE(e, nullptr) << "mem_free before initialize";
   e->destroy(e);
   if (const std::string why = driver_present(c.name); !why.empty()) GTEST_SKIP() << why << ": initialize may succeed here";
   e = t->initialize();
