@@ -81,6 +81,25 @@ TEST_P(HppTest, ReshapeIsAViewThatKeepsDataAlive) {
   EXPECT_EQ(t.read<float>(), (std::vector<float>{1, 3, 5, 2, 4, 6}));
 }
 
+TEST_P(HppTest, MemoryStatsFollowATensor) {
+  auto d = dev();
+  d.synchronize();
+  const auto before = d.memory_stats();
+  {
+    auto a = spora::Tensor::zeros(d, SPORA_DTYPE_F64, {1024, 64});  // 512 KiB
+    d.synchronize();
+    const auto held = d.memory_stats();
+    EXPECT_GE(held.allocated, before.allocated + 8 * 1024 * 64);
+    EXPECT_GE(held.reserved, held.allocated);
+  }
+  d.synchronize();
+  const auto after = d.memory_stats();
+  EXPECT_LE(after.allocated, after.peak_allocated - 8 * 1024 * 64);
+  d.reset_peak_memory_stats();
+  const auto reset = d.memory_stats();
+  EXPECT_EQ(reset.peak_allocated, reset.allocated);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, HppTest, ::testing::Values("cpu", "sim"));
 
 TEST(Hpp, UnknownDeviceNamesTheBackendAndTheFix) {

@@ -62,6 +62,16 @@ class Device {
   void synchronize() const { check(spora_device_synchronize(d_)); }
   // See spora_device_set_fallback.
   void set_fallback(bool enabled) const { check(spora_device_set_fallback(d_, enabled ? 1 : 0)); }
+  // See spora_device_memory_stats: bytes, from the device's plugin.
+  struct MemoryStats {
+    uint64_t allocated = 0, peak_allocated = 0, reserved = 0, peak_reserved = 0;
+  };
+  MemoryStats memory_stats() const {
+    MemoryStats s;
+    check(spora_device_memory_stats(d_, &s.allocated, &s.peak_allocated, &s.reserved, &s.peak_reserved));
+    return s;
+  }
+  void reset_peak_memory_stats() const { check(spora_device_reset_peak_memory_stats(d_)); }
 
  private:
   spora_device_t* d_ = nullptr;
