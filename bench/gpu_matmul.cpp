@@ -1,8 +1,8 @@
 // matmul throughput on a GPU through the C API: 4096^2 in f32, bf16 and
 // f16, 1024^2 in f32 (issue 14's GEMM rows), each timed as a run of eager
 // calls writing into one output tensor, then a device synchronize.
-// With "high" as the second argument, f32 runs with matmul_precision
-// "high" (TF32 allowed) as well.
+// With "high" as the second argument, f32 also runs with
+// spora_set_option("matmul_precision", "high") (TF32 allowed).
 //
 //   bench_gpu_matmul [device [high]]     device defaults to cuda:0
 //
@@ -49,10 +49,13 @@ bool make_operand(spora_device_t* dev, int64_t n, const char* dtype, unsigned se
 // TFLOP/s of n x n x n matmuls in `dtype`, or a negative value on failure.
 double tflops(spora_device_t* dev, int64_t n, const char* dtype, const char* precision) {
   spora_tensor_t *a = nullptr, *b = nullptr, *y = nullptr;
-  if (!make_operand(dev, n, dtype, 1, &a) || !make_operand(dev, n, dtype, 2, &b)) return -1;
-  spora_attrs_t* attrs = nullptr;
+  if (!ok(spora_set_option("matmul_precision", precision ? precision : "highest"), "matmul_precision")) return -1;
+  if (!make_operand(dev, n, dtype, 1, &a) || !make_operand(dev, n, dtype, 2, &b)) {
+    spora_tensor_free(a);
+    return -1;
+  }
+  spora_attrs_t* attrs = nullptr;  // matmul's defaults: no transposes
   spora_attrs_create(&attrs);
-  if (precision) spora_attrs_set_string(attrs, "matmul_precision", precision);
   spora_tensor_t* in[2] = {a, b};
   double result = -1;
   if (ok(spora_op_call("matmul", dev, in, 2, attrs, &y, 1), "matmul")) {
@@ -72,6 +75,7 @@ double tflops(spora_device_t* dev, int64_t n, const char* dtype, const char* pre
   spora_tensor_free(y);
   spora_tensor_free(a);
   spora_tensor_free(b);
+  spora_set_option("matmul_precision", "highest");
   return result;
 }
 

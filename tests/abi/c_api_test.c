@@ -338,6 +338,36 @@ static void test_tape(spora_device_t* dev) {
   spora_tensor_free(tw);
 }
 
+/* Process-wide options: with matmul_precision "high" the core passes the
+ * attribute to matmul kernels; every device accepts it (cpu and sim compute
+ * f32 as before). */
+static void test_options(spora_device_t* dev) {
+  static const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+  const int64_t s[2] = {2, 2};
+  const char* v = NULL;
+  float y[4] = {0, 0, 0, 0};
+  spora_tensor_t *ta = make(dev, SPORA_DTYPE_F32, s, 2, a, sizeof a), *tb = make(dev, SPORA_DTYPE_F32, s, 2, b, sizeof b);
+  spora_tensor_t* ty;
+  OK(spora_get_option("matmul_precision", &v));
+  EXPECT(v && strcmp(v, "highest") == 0, "default matmul_precision %s", v ? v : "(null)");
+  OK(spora_set_option("matmul_precision", "high"));
+  OK(spora_get_option("matmul_precision", &v));
+  EXPECT(v && strcmp(v, "high") == 0, "matmul_precision %s", v ? v : "(null)");
+  ty = call1("matmul", ta, tb, NULL);
+  OK(spora_tensor_read(ty, y, sizeof y));
+  EXPECT(y[0] == 19 && y[1] == 22 && y[2] == 43 && y[3] == 50, "matmul under \"high\": %g %g %g %g", y[0], y[1], y[2],
+         y[3]);
+  FAILS(spora_set_option("matmul_precision", "fast"), SPORA_ERROR_INVALID_ARGUMENT, "\"highest\", \"high\" or \"medium\"");
+  FAILS(spora_set_option("tf32", "1"), SPORA_ERROR_INVALID_ARGUMENT, "unknown option");
+  FAILS(spora_get_option("tf32", &v), SPORA_ERROR_INVALID_ARGUMENT, "unknown option");
+  FAILS(spora_set_option(NULL, "high"), SPORA_ERROR_INVALID_ARGUMENT, "key");
+  FAILS(spora_get_option("matmul_precision", NULL), SPORA_ERROR_INVALID_ARGUMENT, "out");
+  OK(spora_set_option("matmul_precision", "highest"));
+  spora_tensor_free(ta);
+  spora_tensor_free(tb);
+  spora_tensor_free(ty);
+}
+
 int main(void) {
   spora_context_t* ctx = NULL;
   spora_device_t *dev, *cpu = NULL, *sim = NULL;
@@ -355,6 +385,7 @@ int main(void) {
     test_graph(dev);
     test_update_in_place(dev);
     test_tape(dev);
+    test_options(dev);
   }
   OK(spora_op_count(&nops));
   EXPECT(nops >= 16, "op count %zu", nops);

@@ -106,6 +106,19 @@ SPORA_API spora_status_t spora_context_free(spora_context_t* ctx);
  * SPORA_ERROR_INVALID_ARGUMENT. */
 SPORA_API spora_status_t spora_context_add_plugin_path(spora_context_t* ctx, const char* path);
 
+/* Process-wide options that change how kernels are planned; they apply to
+ * kernels planned after the change (eager kernels already cached and
+ * compiled executables keep theirs). Unknown keys and values are
+ * SPORA_ERROR_INVALID_ARGUMENT. Keys:
+ *   "matmul_precision": "highest" (default; f32 matmul, linear, linear_act
+ *   and linear_add_act multiply in full FP32), "high" (a device may use
+ *   TF32), "medium" (a device may use bf16 or TF32). PyTorch's
+ *   torch.set_float32_matmul_precision. The core passes it to kernels as the
+ *   attribute "matmul_precision" when it is not "highest".
+ * spora_get_option's `*out` is a static string. */
+SPORA_API spora_status_t spora_set_option(const char* key, const char* value);
+SPORA_API spora_status_t spora_get_option(const char* key, const char** out);
+
 /* Every plugin candidate found, usable or not. `*out` is borrowed. */
 SPORA_API spora_status_t spora_plugin_count(spora_context_t* ctx, size_t* out);
 SPORA_API spora_status_t spora_plugin_get(spora_context_t* ctx, size_t index, spora_plugin_t** out);

@@ -6,7 +6,9 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
+#include "runtime/options.h"
 #include "runtime/plugin_library.h"
 #include "runtime/tensor.h"
 #include "support/error.h"
@@ -346,7 +348,11 @@ KernelEntry::~KernelEntry() {
   }
 }
 
-KernelRef Device::kernel(const OpDef& op, const OpCall& call) {
+KernelRef Device::kernel(const OpDef& op, const OpCall& user_call) {
+  // Process-wide options the kernel must see (runtime/options.h): part of
+  // the cache key, so kernels planned under another setting are not reused.
+  std::optional<OpCall> with_options;  // constructed only when an option applies
+  const OpCall& call = with_kernel_options(op, user_call, &with_options);
   const uint64_t h = call_hash(op, call);
   std::lock_guard<std::mutex> lock(mu_);
   auto range = kernels_.equal_range(h);

@@ -6,7 +6,8 @@ PYNATIVE_MODE = 1
 GRAPH_MODE = 0
 
 _ctx = {"mode": PYNATIVE_MODE, "jit_level": 1}
-_KEYS = ("mode", "device_target", "device_id", "jit_level")
+_KEYS = ("mode", "device_target", "device_id", "jit_level", "matmul_precision")
+_MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
 class DeviceInfo(str):
@@ -129,7 +130,7 @@ def _split(name):
     return base, int(idx) if idx else 0
 
 
-def set_context(mode=None, device_target=None, device_id=None, jit_level=None, **unknown):
+def set_context(mode=None, device_target=None, device_id=None, jit_level=None, matmul_precision=None, **unknown):
     """MindSpore-style switch.
 
     mode: spora.PYNATIVE_MODE (eager) or spora.GRAPH_MODE (Cells and grad
@@ -146,16 +147,26 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, *
     an index written in device_target ("sim:0" with device_id=1 is a
     ValueError). spora.devices() lists the devices by name.
 
-    jit_level: the optimisation level of compiled graphs (0, 1 or 2)."""
+    jit_level: the optimisation level of compiled graphs (0, 1 or 2).
+
+    matmul_precision: how f32 matmul, linear and its fused forms may be
+    computed, as torch.set_float32_matmul_precision: "highest" (the default:
+    full FP32 products), "high" (a GPU may use TF32 tensor cores), "medium"
+    (bf16 or TF32). Process-wide; it applies to kernels planned afterwards
+    (a compiled graph keeps the kernels it was compiled with). The half
+    types and f64 are unaffected, as is the cpu."""
     if unknown:
         raise TypeError(f"set_context: unknown option(s) {', '.join(sorted(unknown))} "
-                        f"(known: mode, device_target, device_id, jit_level)")
+                        f"(known: mode, device_target, device_id, jit_level, matmul_precision)")
     if mode is not None:
         if mode not in (PYNATIVE_MODE, GRAPH_MODE):
             raise ValueError(f"set_context: mode must be spora.PYNATIVE_MODE or spora.GRAPH_MODE, got {mode!r}")
     if jit_level is not None:
         if jit_level not in (0, 1, 2):
             raise ValueError("set_context: jit_level must be 0, 1 or 2")
+    if matmul_precision is not None and matmul_precision not in _MATMUL_PRECISIONS:
+        raise ValueError(f"set_context: matmul_precision must be \"highest\", \"high\" or \"medium\", "
+                         f"got {matmul_precision!r}")
     if device_target is not None:
         _C.set_device(_resolve(device_target, device_id))
     elif device_id is not None:
@@ -165,16 +176,20 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, *
         _ctx["mode"] = mode
     if jit_level is not None:
         _ctx["jit_level"] = jit_level
+    if matmul_precision is not None:
+        _C.set_option("matmul_precision", matmul_precision)
 
 
 def get_context(key):
     """The value of a set_context option: "mode", "jit_level", "device_target"
     (the default device's backend, e.g. "cpu", "sim", "cuda" -- also after
-    device_target="GPU") or "device_id" (its index)."""
+    device_target="GPU"), "device_id" (its index) or "matmul_precision"."""
     if key not in _KEYS:
         raise ValueError(f"get_context: unknown key {key!r} (known: {', '.join(_KEYS)})")
     if key == "device_target":
         return _split(_C.get_device())[0]
     if key == "device_id":
         return _split(_C.get_device())[1]
+    if key == "matmul_precision":
+        return _C.get_option("matmul_precision")
     return _ctx[key]

@@ -288,6 +288,15 @@ NB_MODULE(_C, m) {
   });
   m.def("reset_peak_memory_stats",
         [](const std::string& name) { check(spora_device_reset_peak_memory_stats(find_device(name)), false); });
+  // Process-wide planning options (spora_set_option): set_context's matmul_precision.
+  m.def("set_option", [](const std::string& key, const std::string& value) {
+    check(spora_set_option(key.c_str(), value.c_str()), false);
+  });
+  m.def("get_option", [](const std::string& key) {
+    const char* v = nullptr;
+    check(spora_get_option(key.c_str(), &v), false);
+    return std::string(v);
+  });
   m.def("op_names", []() {
     size_t n = 0;
     check(spora_op_count(&n), false);

@@ -55,6 +55,26 @@ def test_set_context_and_get_context():
         spora.get_context("nope")
 
 
+def test_matmul_precision_is_a_context_option():
+    # torch.set_float32_matmul_precision's values; the cpu computes f32 as
+    # before (the setting only permits TF32 / bf16 on GPUs).
+    assert spora.get_context("matmul_precision") == "highest"
+    a = spora.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    b = spora.Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    want = np.arange(6, dtype=np.float32).reshape(2, 3) @ np.arange(12, dtype=np.float32).reshape(3, 4)
+    try:
+        for p in ("high", "medium"):
+            spora.set_context(matmul_precision=p)
+            assert spora.get_context("matmul_precision") == p
+            np.testing.assert_array_equal(spora.ops.matmul(a, b).asnumpy(), want)
+        with pytest.raises(ValueError, match="matmul_precision"):
+            spora.set_context(matmul_precision="fast")
+        assert spora.get_context("matmul_precision") == "medium"
+    finally:
+        spora.set_context(matmul_precision="highest")
+    assert spora.get_context("matmul_precision") == "highest"
+
+
 @pytest.mark.parametrize("kwargs, want", [
     (dict(device_target="sim"), "sim:0"),
     (dict(device_target="sim:0"), "sim:0"),
