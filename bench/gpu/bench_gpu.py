@@ -159,7 +159,7 @@ class SporaFw:
         return self.spora.Tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32), dtype=self.dt[dt])
 
     def sync(self):
-        self.spora._C.synchronize(self.device)
+        self.spora.runtime.synchronize(self.device)
 
     def matmul(self, a, b):
         return self.spora.ops.matmul(a, b)

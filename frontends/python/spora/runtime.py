@@ -1,4 +1,4 @@
-"""Device runtime queries: memory statistics.
+"""Device runtime: waiting for a device, and memory statistics.
 
 The names follow MindSpore 2.4's ``mindspore.runtime`` and PyTorch's
 ``torch.cuda``::
@@ -26,7 +26,7 @@ device.
 from . import _C
 from ._context import _resolve, get_device
 
-__all__ = ["memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+__all__ = ["synchronize", "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats"]
 
 
@@ -43,6 +43,15 @@ def _device(device, who):
         return _resolve(device, who=who)
     raise TypeError(f"{who}: device must be a device name (\"cuda:0\"), an index or None, "
                     f"got {type(device).__name__}")
+
+
+def synchronize(device=None):
+    """Waits until every operation queued on the device has finished, as
+    mindspore.runtime.synchronize() / torch.cuda.synchronize(); raises the
+    device's error if queued work failed. Reading a tensor (asnumpy()) waits
+    for what it needs by itself: this is for timing and for handing device
+    memory to other libraries."""
+    _C.synchronize(_device(device, "synchronize"))
 
 
 def memory_stats(device=None):

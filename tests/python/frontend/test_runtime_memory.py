@@ -17,7 +17,7 @@ def device(request):
 
 
 def _sync(device):
-    spora._C.synchronize(device)
+    spora.runtime.synchronize(device)
 
 
 def test_tensors_raise_allocated_and_the_peak_outlives_them(device):
@@ -66,3 +66,17 @@ def test_bad_device_arguments():
         spora.runtime.memory_allocated(-1)
     with pytest.raises(spora.BackendUnavailableError):
         spora.runtime.memory_allocated("nosuchbackend")
+
+
+def test_synchronize_waits_for_queued_work(device):
+    x = spora.Tensor(np.arange(4096, dtype=np.float32))
+    y = x
+    for _ in range(20):
+        y = y + 1.0
+    assert spora.runtime.synchronize() is None
+    assert spora.runtime.synchronize(device) is None
+    np.testing.assert_array_equal(y.asnumpy(), np.arange(4096, dtype=np.float32) + 20)
+    with pytest.raises(TypeError, match="synchronize"):
+        spora.runtime.synchronize(1.5)
+    with pytest.raises(spora.BackendUnavailableError):
+        spora.runtime.synchronize("nosuchbackend")
