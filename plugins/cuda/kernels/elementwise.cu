@@ -23,6 +23,7 @@
 #include "kernels/elementwise.h"  // plugins/common: the op table
 #include "math/ew_fast.h"
 #include "math/ew_plan.h"
+#include "math/vec_io.h"
 
 namespace spora::gpu {
 namespace {
@@ -31,43 +32,6 @@ namespace ref = spora::plugin::ew;
 
 // ---- vectors ----
 
-template <int B>
-struct RawOf;
-template <>
-struct RawOf<1> {
-  using type = uint8_t;
-};
-template <>
-struct RawOf<2> {
-  using type = uint16_t;
-};
-template <>
-struct RawOf<4> {
-  using type = uint32_t;
-};
-template <>
-struct RawOf<8> {
-  using type = uint2;
-};
-template <>
-struct RawOf<16> {
-  using type = uint4;
-};
-
-// W consecutive elements from p + i (aligned to W elements) in one access.
-template <int W, class T>
-__device__ inline void load_vec(const T* p, uint32_t i, T* v) {
-  using R = typename RawOf<W * sizeof(T)>::type;
-  const R r = *reinterpret_cast<const R*>(p + i);
-  memcpy(v, &r, sizeof(R));
-}
-template <int W, class T>
-__device__ inline void store_vec(T* p, uint32_t i, const T* v) {
-  using R = typename RawOf<W * sizeof(T)>::type;
-  R r;
-  memcpy(&r, v, sizeof(R));
-  *reinterpret_cast<R*>(p + i) = r;
-}
 // An operand's W values of one vector: contiguous, or one broadcast value.
 template <int W, class T>
 __device__ inline void load_operand(const T* p, uint32_t off, bool contiguous, T* v) {

@@ -1,16 +1,23 @@
 // softmax, log_softmax and their gradients along one axis, numerically
-// stable (the line's max is subtracted before exp). One thread block per
-// line: a line is `len` elements `inner` apart. Thread t handles positions
-// t, t + kSmThreads, ...; partial maxima and sums (in double, as the
-// reference) are combined as a halving tree, emulated on the host by
-// sm_line_emulate for tests/gpu.
+// stable (the line's max is subtracted before exp). A line is `len`
+// elements `inner` apart; partial maxima and sums (in double, as the
+// reference) are combined as halving trees.
+//
+// Two paths. Lines along the innermost axis of up to a few thousand
+// elements are held in registers (sm_reg_*): a warp (short lines) or a
+// block of kSmThreads reads its line once, in vectors, and writes it once.
+// Any other line: one block per line, thread t at positions t, t +
+// kSmThreads, ..., three passes over memory. sm_reg_line_emulate and
+// sm_line_emulate run each in the device's order for tests/gpu.
 #pragma once
 #include <cstdint>
 
 #include <string>
+#include <vector>
 
 #include "fmath.h"
 #include "hd.h"
+#include "warp.h"
 #include "kernel_plan.h"  // plugins/common: Shape, AttrList (host side)
 
 namespace spora::gpu {
@@ -124,6 +131,157 @@ inline void sm_line_emulate(const SmIndex& ix, const T* x, const T* dy, T* y, in
     total = acc[0];
   }
   for (int t = 0; t < kSmThreads; ++t) sm_write<T>(ix, x, dy, y, base, t, mx, total);
+}
+#endif
+
+// ---- lines held in registers ----
+
+// The register path's shape: `threads` threads (a warp or the block) per
+// line, `per` cached elements per thread, vectors of `vec` elements.
+// threads == 0: the line does not fit (three-pass kernel).
+struct SmRegCfg {
+  int32_t threads = 0, per = 0, vec = 1;
+};
+
+// The register path for lines of `ix` of elements of `size` bytes: along
+// the innermost axis, warps of `warp` lanes for lines up to warp * 32
+// elements, blocks of kSmThreads up to kSmThreads * 32 (the block only
+// with whole vectors); 8-byte elements cache at most 16 per thread.
+// `vec_ok`: the tensors are aligned to 16 bytes (vectors are then used
+// when the line is a whole number of them).
+inline SmRegCfg sm_reg_cfg(const SmIndex& ix, size_t size, bool vec_ok, int warp = kWarp) {
+  SmRegCfg c;
+  if (ix.inner != 1 || ix.len < 1) return c;
+  const int max_per = size >= 8 ? 16 : 32;
+  const int full = static_cast<int>(16 / size);
+  const int vec = vec_ok && ix.len % full == 0 ? full : 1;
+  // Element by element, 32 slots take every register: 16 at most.
+  for (int per = 4; per <= (vec == 1 ? 16 : max_per); per *= 2)
+    if (static_cast<int64_t>(warp) * per >= ix.len) {
+      c.threads = warp;
+      c.per = per;
+      c.vec = vec < per ? vec : per;
+      return c;
+    }
+  if (vec == 1) return c;
+  for (int per = 8; per <= max_per; per *= 2)
+    if (static_cast<int64_t>(kSmThreads) * per >= ix.len) {
+      c.threads = kSmThreads;
+      c.per = per;
+      c.vec = vec < per ? vec : per;
+      return c;
+    }
+  return c;
+}
+
+// Line position of thread t's cached slot k: slots go in vectors, vector
+// g of thread t at ((g * threads) + t) * vec, so a warp's loads are
+// consecutive.
+SPORA_HD inline int64_t sm_reg_pos(int threads, int vec, int t, int k) {
+  return (static_cast<int64_t>(k / vec) * threads + t) * vec + k % vec;
+}
+
+// Each thread caches its slots' v (x forward, y for the gradients) in the
+// storage type and w in the compute type: dy for the gradients, exp(x -
+// max) for softmax (the value the output would compute again).
+
+// Pass 0 of thread t over its cached slots: the max of x, or the dot
+// term; slots in order.
+template <class T>
+SPORA_HD inline double sm_reg_partial0(SmKind kind, const T* v, const compute_of<T>* w, int per, int threads, int vec,
+                                       int t, int64_t len) {
+  using C = compute_of<T>;
+  const bool fwd = kind == SmKind::kSoftmax || kind == SmKind::kLogSoftmax;
+  double a = fwd ? -HUGE_VAL : 0.0;
+  SPORA_UNROLL
+  for (int k = 0; k < per; ++k) {
+    if (sm_reg_pos(threads, vec, t, k) >= len) continue;
+    const C x = elem<T>::load(v[k]);
+    if (fwd) a = sm_max(a, static_cast<double>(x));
+    else a += static_cast<double>(kind == SmKind::kLogSoftmaxGrad ? w[k] : w[k] * x);
+  }
+  return a;
+}
+
+// Forward pass 1 of thread t: the sum of exp(x - max), slots in order,
+// each exp kept in w.
+template <class T>
+SPORA_HD inline double sm_reg_partial1(const T* v, compute_of<T>* w, int per, int threads, int vec, int t, int64_t len,
+                                       compute_of<T> mx) {
+  double a = 0;
+  SPORA_UNROLL
+  for (int k = 0; k < per; ++k) {
+    if (sm_reg_pos(threads, vec, t, k) >= len) continue;
+    w[k] = fm::exp(elem<T>::load(v[k]) - mx);
+    a += static_cast<double>(w[k]);
+  }
+  return a;
+}
+
+// The line's constant of the outputs (as sm_write computes it): softmax's
+// 1 / sum, log_softmax's log(sum), the gradients' dot term.
+template <class C>
+SPORA_HD inline C sm_reg_scale(SmKind kind, double total) {
+  switch (kind) {
+    case SmKind::kSoftmax: return static_cast<C>(1.0 / total);
+    case SmKind::kLogSoftmax: return static_cast<C>(fm::log(total));
+    default: return static_cast<C>(total);
+  }
+}
+
+// The output of a slot from its v and w.
+template <class T>
+SPORA_HD inline T sm_reg_out(SmKind kind, T v, compute_of<T> w, compute_of<T> mx, compute_of<T> scale) {
+  switch (kind) {
+    case SmKind::kSoftmax: return elem<T>::store(w * scale);
+    case SmKind::kLogSoftmax: return elem<T>::store((elem<T>::load(v) - mx) - scale);
+    case SmKind::kSoftmaxGrad: return elem<T>::store(elem<T>::load(v) * (w - scale));
+    default: return elem<T>::store(w - fm::exp(elem<T>::load(v)) * scale);
+  }
+}
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+// Host emulation of the register path over line l (inner == 1).
+template <class T>
+inline void sm_reg_line_emulate(const SmIndex& ix, const SmRegCfg& c, const T* x, const T* dy, T* y, int64_t l) {
+  using C = compute_of<T>;
+  const int n = c.threads;
+  std::vector<T> v(static_cast<size_t>(n) * c.per);
+  std::vector<C> w(v.size(), C(0));
+  std::vector<double> acc(static_cast<size_t>(n));
+  const int64_t base = l * ix.len;
+  const bool fwd = ix.kind == SmKind::kSoftmax || ix.kind == SmKind::kLogSoftmax;
+  for (int t = 0; t < n; ++t)
+    for (int k = 0; k < c.per; ++k) {
+      const int64_t pos = sm_reg_pos(n, c.vec, t, k);
+      if (pos >= ix.len) continue;
+      v[t * c.per + k] = x[base + pos];
+      if (!fwd) w[t * c.per + k] = elem<T>::load(dy[base + pos]);
+    }
+  auto tree = [&](bool is_max) {
+    for (int s = n / 2; s > 0; s >>= 1)
+      for (int t = 0; t < n; ++t) sm_tree_level(is_max, acc.data(), t, s);
+    return acc[0];
+  };
+  for (int t = 0; t < n; ++t)
+    acc[t] = sm_reg_partial0<T>(ix.kind, &v[t * c.per], &w[t * c.per], c.per, n, c.vec, t, ix.len);
+  double total = tree(fwd);
+  C mx = C(0);
+  if (fwd) {
+    mx = static_cast<C>(total);
+    for (int t = 0; t < n; ++t)
+      acc[t] = sm_reg_partial1<T>(&v[t * c.per], &w[t * c.per], c.per, n, c.vec, t, ix.len, mx);
+    total = tree(false);
+  }
+  const C scale = sm_reg_scale<C>(ix.kind, total);
+  for (int t = 0; t < n; ++t)
+    for (int k = 0; k < c.per; ++k) {
+      const int64_t pos = sm_reg_pos(n, c.vec, t, k);
+      if (pos < ix.len) {
+        const size_t s = static_cast<size_t>(t * c.per + k);
+        y[base + pos] = sm_reg_out<T>(ix.kind, v[s], w[s], mx, scale);
+      }
+    }
 }
 #endif
 
