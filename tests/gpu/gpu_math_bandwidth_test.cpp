@@ -13,6 +13,8 @@
 #include "gpu_test_util.h"
 #include "math/ew_fast.h"
 #include "math/ew_plan.h"
+#include "math/reduce_math.h"
+#include "math/softmax_math.h"
 
 namespace {
 
@@ -169,6 +171,186 @@ TEST(GpuMathBandwidth, VectorBinaryOpsMatchReference) {
     }
   }
   EXPECT_GE(checked, 120);
+}
+
+// ---- reductions: schedules and their order ----
+
+struct RedCase {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> axes;
+  sg::RedUnit unit;  // for warp 32
+  bool parted;       // more than one part
+};
+
+const std::vector<RedCase>& red_cases() {
+  static const std::vector<RedCase> cases = {
+      {{100000}, {0}, sg::RedUnit::kBlock, true},            // a full sum: many blocks, then the combine
+      {{2, 50000}, {1}, sg::RedUnit::kBlock, true},          // few long rows
+      {{3, 9000}, {1}, sg::RedUnit::kBlock, true},
+      {{300, 1000}, {1}, sg::RedUnit::kWarp, false},         // many short rows: a warp each
+      {{500, 7}, {1}, sg::RedUnit::kThread, false},          // tiny rows: a thread each
+      {{5000, 3}, {0}, sg::RedUnit::kThread, true},          // columns, few outputs: split
+      {{40, 2000}, {0}, sg::RedUnit::kThread, true},         // columns
+      {{9, 3, 700}, {0, 2}, sg::RedUnit::kBlock, true},      // two reduced dims
+      {{4, 6, 50, 7}, {1, 2}, sg::RedUnit::kThread, true},   // merged middle dims, kept inner
+      {{8, 4096}, {1}, sg::RedUnit::kBlock, false},          // few rows of exactly one chunk
+  };
+  return cases;
+}
+
+TEST(GpuMathBandwidth, ReductionSchedules) {
+  for (const RedCase& c : red_cases()) {
+    Tensor x = make(SPORA_DTYPE_F32, c.dims);
+    sp::AttrList attrs;
+    std::vector<AttrSpec> specs = {ints_attr("axes", c.axes)};
+    std::vector<int64_t> od = c.dims;
+    for (int64_t a : c.axes) od[static_cast<size_t>(a)] = 1;
+    Tensor y = make(SPORA_DTYPE_F32, od);
+    sp::KernelPlan plan;
+    ASSERT_TRUE(ref_plan("sum", {&x}, {&y}, specs, &plan));
+    const sg::RedIndex ix = sg::red_index_of(sg::RedKind::kSum, shape_of(x), plan.attrs, 32);
+    const std::string what = "shape of " + std::to_string(x.numel()) + " elements, " + std::to_string(c.axes.size()) + " axes";
+    EXPECT_EQ(ix.unit, c.unit) << what;
+    EXPECT_EQ(ix.parts > 1, c.parted) << what;
+    EXPECT_EQ(ix.red_rank, c.axes.size() == 2 && c.axes[1] - c.axes[0] == 1 ? 1 : static_cast<int>(c.axes.size())) << what;
+    // The parts cover the positions once, in whole widths.
+    EXPECT_GE(ix.parts * ix.chunk, ix.count) << what;
+    EXPECT_LT((ix.parts - 1) * ix.chunk, ix.count) << what;
+    if (ix.parts > 1) {
+      EXPECT_EQ(ix.chunk % ix.width, 0) << what;
+    }
+    EXPECT_LE(ix.parts, 1024) << what;
+  }
+}
+
+// Every kind and dtype through red_output_emulate (the device's units,
+// partials and combining warp, for warps of 32 and 64) against the
+// reference.
+TEST(GpuMathBandwidth, ReductionSchedulesMatchReference) {
+  const char* names[] = {"sum", "mean", "max", "min", "prod", "logsumexp", "var", "std", "argmax", "argmin"};
+  int checked = 0;
+  for (const RedCase& c : red_cases()) {
+    for (int k = 0; k < 10; ++k) {
+      const sg::RedKind kind = static_cast<sg::RedKind>(k);
+      const bool arg = kind == sg::RedKind::kArgMax || kind == sg::RedKind::kArgMin;
+      if (arg && c.axes.size() > 1) continue;
+      for (int32_t dt : kAllDtypes) {
+        Tensor x = make(dt, c.dims);
+        if (kind == sg::RedKind::kProd) fill(x, 0.9, 1.1, false);
+        else fill(x, -3, 3, dt != SPORA_DTYPE_F32);  // f32: no specials (the finite sums are checked); others: NaN/inf too
+        std::vector<int64_t> od = c.dims;
+        for (int64_t a : c.axes) od[static_cast<size_t>(a)] = 1;
+        std::vector<AttrSpec> attrs;
+        if (arg) attrs.push_back(int_attr("axis", c.axes[0]));
+        else attrs.push_back(ints_attr("axes", c.axes));
+        if (kind == sg::RedKind::kVar || kind == sg::RedKind::kStd) attrs.push_back(int_attr("correction", 1));
+        Tensor want = make(arg ? SPORA_DTYPE_I64 : dt, od);
+        sp::KernelPlan plan;
+        if (!ref_plan(names[k], {&x}, {&want}, attrs, &plan)) continue;
+        ref_run(plan, {&x}, {&want});
+        for (int warp : {32, 64}) {
+          const sg::RedIndex ix = sg::red_index_of(kind, shape_of(x), plan.attrs, warp);
+          ASSERT_EQ(ix.outputs, want.numel());
+          Tensor got = make(want.dtype, od);
+          sg::visit_storage(dt, [&](auto tag) {
+            using T = decltype(tag);
+            using C = sg::compute_of<T>;
+            if constexpr (!sg::is_bool_c<C>) {
+              for (int64_t o = 0; o < ix.outputs; ++o) {
+                double center = 0;
+                const sg::RedAcc<C> acc = sg::red_output_emulate<T>(ix, x.as<T>(), o, &center);
+                if (arg) got.as<int64_t>()[o] = acc.pos;
+                else got.as<T>()[o] = sg::elem<T>::store(sg::red_finish<C>(ix, acc, center));
+              }
+            }
+          });
+          const bool exact = arg || kind == sg::RedKind::kMax || kind == sg::RedKind::kMin ||
+                             dt == SPORA_DTYPE_I32 || dt == SPORA_DTYPE_I64 || dt == SPORA_DTYPE_U8;
+          EXPECT_EQ(compare(got, want, exact ? 0 : ulp_rel(dt), exact ? 0 : 1e-9,
+                            std::string(names[k]) + " " + sp::dtype_name(dt) + " over " + std::to_string(x.numel()) +
+                                " elements, warp " + std::to_string(warp)),
+                    0);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 800);
+}
+
+// ---- softmax held in registers ----
+
+TEST(GpuMathBandwidth, SoftmaxRegisterConfigs) {
+  sg::SmIndex ix;
+  ix.kind = sg::SmKind::kSoftmax;
+  auto cfg = [&](int64_t len, size_t size, bool vec_ok, int warp) {
+    ix.len = len;
+    return sg::sm_reg_cfg(ix, size, vec_ok, warp);
+  };
+  EXPECT_EQ(cfg(8192, 4, true, 32).threads, sg::kSmThreads);  // the benchmark's line: one block
+  EXPECT_EQ(cfg(8192, 4, true, 32).per, 32);
+  EXPECT_EQ(cfg(8192, 4, true, 32).vec, 4);
+  EXPECT_EQ(cfg(8192, 4, false, 32).threads, 0);  // unaligned: three passes
+  EXPECT_EQ(cfg(1000, 4, true, 32).threads, 32);
+  EXPECT_EQ(cfg(1000, 4, true, 32).per, 32);
+  EXPECT_EQ(cfg(10, 4, true, 32).vec, 1);  // not whole vectors
+  EXPECT_EQ(cfg(10, 2, true, 64).per, 4);
+  EXPECT_EQ(cfg(4096, 8, true, 32).per, 16);
+  EXPECT_EQ(cfg(8192, 8, true, 32).threads, 0);  // doubles: 16 per thread
+  EXPECT_EQ(cfg(600, 4, false, 32).threads, 0);  // element by element: 16 per lane
+  ix.inner = 3;
+  EXPECT_EQ(cfg(100, 4, true, 32).threads, 0);  // not the innermost axis
+}
+
+// Every line through sm_reg_line_emulate (the device's order: slots in
+// vectors, per-thread folds, the halving tree) against the reference.
+TEST(GpuMathBandwidth, SoftmaxInRegistersMatchesReference) {
+  int checked = 0;
+  for (int warp : {32, 64}) {
+    for (int32_t dt : kFloatDtypes) {
+      for (int64_t len : {1, 7, 40, 128, 129, 700, 1000, 1024, 2048, 3000, 4096, 8192}) {
+        const std::vector<int64_t> dims = {3, len};
+        Tensor x = make(dt, dims);
+        fill(x, -30, 30, false);
+        for (const char* op : {"softmax", "log_softmax"}) {
+          Tensor want = make(dt, dims);
+          sp::KernelPlan plan;
+          ASSERT_TRUE(ref_plan(op, {&x}, {&want}, {int_attr("axis", 1)}, &plan));
+          ref_run(plan, {&x}, {&want});
+          Tensor dy = make(dt, dims);
+          fill(dy, -1, 1, false);
+          const std::string gop = std::string(op) + "_grad";
+          Tensor gw = make(dt, dims);
+          sp::KernelPlan gplan;
+          ASSERT_TRUE(ref_plan(gop, {&want, &dy}, {&gw}, {int_attr("axis", 1)}, &gplan));
+          ref_run(gplan, {&want, &dy}, {&gw});
+          for (bool vec_ok : {true, false}) {
+            const sg::SmIndex ix = sg::sm_index_of(op, shape_of(x), plan.attrs);
+            const sg::SmRegCfg c = sg::sm_reg_cfg(ix, sp::dtype_size(dt), vec_ok, warp);
+            if (c.threads == 0) continue;
+            const sg::SmIndex gix = sg::sm_index_of(gop, shape_of(x), gplan.attrs);
+            Tensor got = make(dt, dims), gg = make(dt, dims);
+            sg::visit_storage(dt, [&](auto tag) {
+              using T = decltype(tag);
+              if constexpr (sg::is_float_c<sg::compute_of<T>>) {
+                for (int64_t l = 0; l < ix.outer; ++l) {
+                  sg::sm_reg_line_emulate<T>(ix, c, x.as<T>(), nullptr, got.as<T>(), l);
+                  sg::sm_reg_line_emulate<T>(gix, c, want.as<T>(), dy.as<T>(), gg.as<T>(), l);
+                }
+              }
+            });
+            const std::string what = std::string(op) + " " + sp::dtype_name(dt) + " len " + std::to_string(len) +
+                                     " warp " + std::to_string(warp) + " threads " + std::to_string(c.threads) +
+                                     " vec " + std::to_string(c.vec);
+            EXPECT_EQ(compare(got, want, 2 * ulp_rel(dt), 2 * ulp_rel(dt), what), 0);
+            EXPECT_EQ(compare(gg, gw, 4 * ulp_rel(dt), 4 * ulp_rel(dt), "grad " + what), 0);
+            ++checked;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(checked, 250);
 }
 
 }  // namespace

@@ -1,9 +1,19 @@
 // Reductions of the GPU plugins: sum, mean, max, min, prod, logsumexp, var,
-// std over any set of axes; argmax/argmin. One thread block reduces one
-// output element: thread t folds reduced positions t, t + kRedThreads, ...
-// into its accumulator, then the block combines the accumulators as a
-// binary tree (red_tree). red_block_emulate runs exactly that order on the
-// host, which is what tests/gpu compares with the reference kernels.
+// std over any set of axes; argmax/argmin.
+//
+// An output's reduced positions are split into `parts` chunks; a unit of
+// `width` threads reduces one chunk: thread t folds chunk positions t, t +
+// width, ... into its accumulator, then the unit combines them as a
+// halving tree (red_tree_level). Units are a block (kRedThreads threads,
+// long rows), a warp (rows of up to a few thousand along the innermost
+// axis: shuffles), or one thread (short rows, and reductions over outer
+// axes, where adjacent threads own adjacent outputs and reads coalesce).
+// With more than one part, the units write partial accumulators to the
+// workspace and a warp per output combines them (lane l takes parts l, l +
+// warp, ... in order, then the tree): no atomics, the same bits every run.
+// red_schedule picks the unit and parts from the shape alone;
+// red_output_emulate runs exactly that order on the host, which is what
+// tests/gpu compares with the reference kernels.
 //
 // Accumulation as the reference: floats in double, integers in uint64
 // (wrapping), max/min in the compute type with NaN sticky, arg* keeps the
@@ -18,6 +28,7 @@
 
 #include "fmath.h"
 #include "hd.h"
+#include "warp.h"
 #include "kernel_plan.h"  // plugins/common: Shape, AttrList (host side)
 
 namespace spora::gpu {
@@ -26,6 +37,8 @@ enum class RedKind : int32_t { kSum, kMean, kMax, kMin, kProd, kLogSumExp, kVar,
 
 constexpr int kRedThreads = 256;  // a power of two (the tree halves it)
 constexpr int kRedMaxRank = 8;
+
+enum class RedUnit : int32_t { kBlock, kWarp, kThread };
 
 // Where the elements of one output live in the input.
 struct RedIndex {
@@ -39,6 +52,12 @@ struct RedIndex {
   int64_t count = 1;  // elements per output
   int64_t outputs = 1;
   int64_t correction = 0;  // var, std
+  // The schedule (red_schedule).
+  RedUnit unit = RedUnit::kBlock;
+  int32_t width = kRedThreads;  // threads per unit
+  int32_t warp = kWarp;         // lanes of the partials' combining warp
+  int64_t parts = 1;            // chunks per output
+  int64_t chunk = 1;            // reduced positions per chunk
 };
 
 // Input offset of output o's first element.
@@ -53,6 +72,7 @@ SPORA_HD inline int64_t red_base(const RedIndex& ix, int64_t o) {
 
 // Offset (from the base) of reduced position r, row-major over the reduced dims.
 SPORA_HD inline int64_t red_offset(const RedIndex& ix, int64_t r) {
+  if (ix.red_rank == 1) return r * ix.red_strides[0];  // the usual case once adjacent dims are merged
   int64_t off = 0;
   for (int d = ix.red_rank - 1; d >= 0; --d) {
     off += (r % ix.red_dims[d]) * ix.red_strides[d];
@@ -186,6 +206,11 @@ SPORA_HD inline void red_combine(RedKind k, int pass, RedAcc<C>& a, const RedAcc
   }
 }
 
+// Byte offset of the partials in the workspace (after the centers).
+inline size_t red_partials_offset(const RedIndex& ix) {
+  return (static_cast<size_t>(ix.outputs) * sizeof(double) + 63) / 64 * 64;
+}
+
 // What pass 1 needs from pass 0's result.
 template <class C>
 SPORA_HD inline double red_center(const RedIndex& ix, const RedAcc<C>& a) {
@@ -217,14 +242,51 @@ SPORA_HD inline C red_finish(const RedIndex& ix, const RedAcc<C>& a, double cent
   }
 }
 
-// Thread t's accumulator over its strided share of output o's elements.
-template <class T>
-SPORA_HD inline RedAcc<compute_of<T>> red_thread(const RedIndex& ix, const T* x, int64_t base, int t, int pass,
-                                                 double center) {
+// Positions [*begin, *end) of part p of an output.
+SPORA_HD inline void red_part_range(const RedIndex& ix, int64_t p, int64_t* begin, int64_t* end) {
+  *begin = p * ix.chunk;
+  *end = *begin + ix.chunk < ix.count ? *begin + ix.chunk : ix.count;
+}
+
+template <RedKind K, class T>
+SPORA_HD inline RedAcc<compute_of<T>> red_fold_k(const RedIndex& ix, const T* x, int64_t base, int64_t begin,
+                                                 int64_t end, int64_t step, int pass, double center) {
   using C = compute_of<T>;
+  RedAcc<C> a = red_init<C>(K, pass);
+  SPORA_UNROLL4
+  for (int64_t r = begin; r < end; r += step) red_step<C>(K, pass, a, elem<T>::load(x[base + red_offset(ix, r)]), r, center);
+  return a;
+}
+
+// Thread t of a unit of `width` over part p of the output at `base`: the
+// fold of positions begin + t, begin + t + width, ... (the kind resolved
+// once, outside the loop).
+template <class T>
+SPORA_HD inline RedAcc<compute_of<T>> red_fold(const RedIndex& ix, const T* x, int64_t base, int64_t p, int t,
+                                               int width, int pass, double center) {
+  int64_t begin, end;
+  red_part_range(ix, p, &begin, &end);
+  begin += t;
+  switch (ix.kind) {
+    case RedKind::kSum: return red_fold_k<RedKind::kSum, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kMean: return red_fold_k<RedKind::kMean, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kMax: return red_fold_k<RedKind::kMax, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kMin: return red_fold_k<RedKind::kMin, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kProd: return red_fold_k<RedKind::kProd, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kLogSumExp: return red_fold_k<RedKind::kLogSumExp, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kVar: return red_fold_k<RedKind::kVar, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kStd: return red_fold_k<RedKind::kStd, T>(ix, x, base, begin, end, width, pass, center);
+    case RedKind::kArgMax: return red_fold_k<RedKind::kArgMax, T>(ix, x, base, begin, end, width, pass, center);
+    default: return red_fold_k<RedKind::kArgMin, T>(ix, x, base, begin, end, width, pass, center);
+  }
+}
+
+// Lane l of the combining warp over an output's partials (parts p = l, l +
+// warp, ... in order).
+template <class C>
+SPORA_HD inline RedAcc<C> red_gather(const RedIndex& ix, const RedAcc<C>* partials, int l, int pass) {
   RedAcc<C> a = red_init<C>(ix.kind, pass);
-  for (int64_t r = t; r < ix.count; r += kRedThreads)
-    red_step<C>(ix.kind, pass, a, elem<T>::load(x[base + red_offset(ix, r)]), r, center);
+  for (int64_t p = l; p < ix.parts; p += ix.warp) red_combine<C>(ix.kind, pass, a, partials[p]);
   return a;
 }
 
@@ -235,27 +297,101 @@ SPORA_HD inline void red_tree_level(RedKind k, int pass, RedAcc<C>* acc, int t, 
   if (t < s) red_combine<C>(k, pass, acc[t], acc[t + s]);
 }
 
+// Workspace of a schedule: the centers of two-pass kinds (a double per
+// output), then the partials (acc_size bytes each); none with one part.
+inline size_t red_workspace(const RedIndex& ix, size_t acc_size) {
+  if (ix.parts <= 1) return 0;
+  return red_partials_offset(ix) + static_cast<size_t>(ix.outputs * ix.parts) * acc_size;
+}
+
 #if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
-// Host emulation of one block: the same per-thread folds and tree levels,
-// run sequentially. Returns the final accumulator; *center_out gets pass 0's
-// center for two-pass kinds.
+// Host emulation of one unit over part p of output o: the same per-thread
+// folds and tree levels, run sequentially.
 template <class T>
-inline RedAcc<compute_of<T>> red_block_emulate(const RedIndex& ix, const T* x, int64_t o, double* center_out) {
+inline RedAcc<compute_of<T>> red_unit_emulate(const RedIndex& ix, const T* x, int64_t o, int64_t p, int pass,
+                                              double center) {
   using C = compute_of<T>;
-  static thread_local RedAcc<C> acc[kRedThreads];
+  std::vector<RedAcc<C>> acc(static_cast<size_t>(ix.width));
   const int64_t base = red_base(ix, o);
-  double center = 0;
-  const int passes = red_two_pass(ix.kind) ? 2 : 1;
-  for (int pass = 0; pass < passes; ++pass) {
-    for (int t = 0; t < kRedThreads; ++t) acc[t] = red_thread<T>(ix, x, base, t, pass, center);
-    for (int s = kRedThreads / 2; s > 0; s >>= 1)
-      for (int t = 0; t < kRedThreads; ++t) red_tree_level<C>(ix.kind, pass, acc, t, s);
-    if (pass == 0 && passes == 2) center = red_center<C>(ix, acc[0]);
-  }
-  *center_out = center;
+  for (int t = 0; t < ix.width; ++t) acc[t] = red_fold<T>(ix, x, base, p, t, ix.width, pass, center);
+  for (int s = ix.width / 2; s > 0; s >>= 1)
+    for (int t = 0; t < ix.width; ++t) red_tree_level<C>(ix.kind, pass, acc.data(), t, s);
   return acc[0];
 }
+
+// Host emulation of output o in the device's order (its schedule's units,
+// partials and combining warp). Returns the final accumulator; *center_out
+// gets pass 0's center for two-pass kinds.
+template <class T>
+inline RedAcc<compute_of<T>> red_output_emulate(const RedIndex& ix, const T* x, int64_t o, double* center_out) {
+  using C = compute_of<T>;
+  double center = 0;
+  const int passes = red_two_pass(ix.kind) ? 2 : 1;
+  RedAcc<C> a{};
+  for (int pass = 0; pass < passes; ++pass) {
+    if (ix.parts == 1) {
+      a = red_unit_emulate<T>(ix, x, o, 0, pass, center);
+    } else {
+      std::vector<RedAcc<C>> partials(static_cast<size_t>(ix.parts)), lanes(static_cast<size_t>(ix.warp));
+      for (int64_t p = 0; p < ix.parts; ++p) partials[p] = red_unit_emulate<T>(ix, x, o, p, pass, center);
+      for (int l = 0; l < ix.warp; ++l) lanes[l] = red_gather<C>(ix, partials.data(), l, pass);
+      for (int s = ix.warp / 2; s > 0; s >>= 1)
+        for (int l = 0; l < ix.warp; ++l) red_tree_level<C>(ix.kind, pass, lanes.data(), l, s);
+      a = lanes[0];
+    }
+    if (pass == 0 && passes == 2) center = red_center<C>(ix, a);
+  }
+  *center_out = center;
+  return a;
+}
+
+// The former name (gpu_math_test.cpp): output o in the device's order.
+template <class T>
+inline RedAcc<compute_of<T>> red_block_emulate(const RedIndex& ix, const T* x, int64_t o, double* center_out) {
+  return red_output_emulate<T>(ix, x, o, center_out);
+}
 #endif
+
+// Host side: the unit and parts of ix (from its shape only, so every run
+// and every device of a kind reduce in the same order). `warp`: the
+// device's warp width.
+inline void red_schedule(RedIndex& ix, int warp) {
+  ix.warp = warp;
+  ix.parts = 1;
+  ix.chunk = ix.count > 0 ? ix.count : 1;
+  const bool inner_reduced = ix.red_rank > 0 && ix.red_strides[ix.red_rank - 1] == 1;
+  auto split = [&](int64_t parts) {  // chunks of a multiple of the unit's width
+    if (parts <= 1 || ix.count <= 0) return;
+    int64_t chunk = (ix.count + parts - 1) / parts;
+    chunk = (chunk + ix.width - 1) / ix.width * ix.width;
+    ix.chunk = chunk;
+    ix.parts = (ix.count + chunk - 1) / chunk;
+  };
+  if (ix.count <= 32 || !inner_reduced) {
+    // A thread per output: short rows, or outputs adjacent in memory (an
+    // outer axis reduced). Few outputs: their columns split into parts
+    // (up to 256) so that about 64K threads run.
+    ix.unit = RedUnit::kThread;
+    ix.width = 1;
+    if (ix.count > 32) {
+      int64_t parts = (65536 + ix.outputs - 1) / ix.outputs;
+      const int64_t most = ix.count / 16 < 256 ? ix.count / 16 : 256;
+      split(parts < most ? parts : most);
+    }
+    return;
+  }
+  if (ix.count <= 4096 && ix.outputs >= 256) {
+    ix.unit = RedUnit::kWarp;
+    ix.width = warp;
+    return;
+  }
+  // A block per chunk: about 1024 blocks in all, chunks of at least 4096.
+  ix.unit = RedUnit::kBlock;
+  ix.width = kRedThreads;
+  int64_t parts = (1024 + ix.outputs - 1) / ix.outputs;
+  const int64_t most = (ix.count + 4095) / 4096;
+  split(parts < most ? parts : most);
+}
 
 // Host side: the kind of a reduction op by name (false if it is none).
 inline bool red_kind_of(const std::string& op, RedKind* k) {
@@ -271,7 +407,8 @@ inline bool red_kind_of(const std::string& op, RedKind* k) {
 // Host side: the index of a reduction of `in` whose attributes are `attrs`
 // (axes for the reductions, an int axis or none for arg*), as the
 // reference planner reads them.
-inline RedIndex red_index_of(RedKind kind, const spora::plugin::Shape& in, const spora::plugin::AttrList& attrs) {
+inline RedIndex red_index_of(RedKind kind, const spora::plugin::Shape& in, const spora::plugin::AttrList& attrs,
+                             int warp = kWarp) {
   RedIndex ix;
   ix.kind = kind;
   bool reduce[kRedMaxRank] = {};
@@ -292,18 +429,32 @@ inline RedIndex red_index_of(RedKind kind, const spora::plugin::Shape& in, const
   }
   ix.count = 1;
   ix.outputs = 1;
+  // Adjacent dims of the same role merge (the input is contiguous): the
+  // row-major numbering of positions and outputs is unchanged.
   for (int d = 0; d < in.rank; ++d) {
+    const bool merge = d > 0 && reduce[d] == reduce[d - 1];
     if (reduce[d]) {
-      ix.red_dims[ix.red_rank] = in.dims[d];
-      ix.red_strides[ix.red_rank++] = stride[d];
+      if (merge) {
+        ix.red_dims[ix.red_rank - 1] *= in.dims[d];
+        ix.red_strides[ix.red_rank - 1] = stride[d];
+      } else {
+        ix.red_dims[ix.red_rank] = in.dims[d];
+        ix.red_strides[ix.red_rank++] = stride[d];
+      }
       ix.count *= in.dims[d];
     } else {
-      ix.kept_dims[ix.kept_rank] = in.dims[d];
-      ix.kept_strides[ix.kept_rank++] = stride[d];
+      if (merge) {
+        ix.kept_dims[ix.kept_rank - 1] *= in.dims[d];
+        ix.kept_strides[ix.kept_rank - 1] = stride[d];
+      } else {
+        ix.kept_dims[ix.kept_rank] = in.dims[d];
+        ix.kept_strides[ix.kept_rank++] = stride[d];
+      }
       ix.outputs *= in.dims[d];
     }
   }
   ix.correction = attrs.get_int("correction", 0);
+  red_schedule(ix, warp);
   return ix;
 }
 
