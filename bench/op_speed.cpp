@@ -2,6 +2,11 @@
 // process: matmul 256..2048 (square, f32) and conv2d 3x3 (N32, C64->64,
 // 56x56, pad 1). Prints GFLOP/s, the ratio to raw oneDNN (goal >= 0.95) and
 // the fraction of the FMA peak measured here (goal >= 0.90 for 1024 and up).
+//
+// `bench_op_speed DEVICE` (e.g. cuda) instead times the bandwidth-bound
+// kernels there, eagerly: add 2^26 f32, softmax 8192x8192 f32, sum 2^26
+// f32, layer_norm [8192, 1024] f32, in GB/s (bytes read + written). A
+// device that is not there prints "no device: why" and exits 0.
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 #include <spora/spora.h>
@@ -9,6 +14,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -53,9 +60,82 @@ void print(const Row& r, double peak) {
   std::printf("  %-34s %9.1f %9.1f %7.3f %8.1f%%\n", r.name, gs, go, r.onednn_s / r.spora_s, 100 * gs / peak);
 }
 
+// Eager calls of `op` on `in` until about 0.2 s have passed (after a
+// warm-up), the device synchronized before the clock stops; the best of 5
+// such samples, in seconds per call.
+double device_seconds(spora_device_t* dev, const char* op, std::vector<spora_tensor_t*> in, const spora_attrs_t* attrs,
+                      size_t outputs) {
+  auto batch = [&](int iters) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) {
+      std::vector<spora_tensor_t*> out(outputs, nullptr);
+      if (!ok(spora_op_call(op, nullptr, in.data(), in.size(), attrs, out.data(), outputs), op)) std::exit(1);
+      for (auto* t : out) spora_tensor_free(t);
+    }
+    if (!ok(spora_device_synchronize(dev), "synchronize")) std::exit(1);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  };
+  batch(3);
+  const int iters = std::max(1, static_cast<int>(0.2 / std::max(batch(1), 1e-7)));
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) best = std::min(best, batch(iters));
+  return best;
+}
+
+int device_rows(const char* device) {
+  spora_context_t* ctx;
+  spora_device_t* dev;
+  if (!ok(spora_context_create(&ctx), "context")) return 1;
+  if (spora_device_find(ctx, device, &dev) != SPORA_OK) {
+    std::printf("no device: %s: %s\n", device, spora_last_error());
+    spora_context_free(ctx);
+    return 0;
+  }
+  auto tensor = [&](std::vector<int64_t> shape) {
+    size_t n = 1;
+    for (int64_t d : shape) n *= static_cast<size_t>(d);
+    const auto v = random_vec(n);
+    spora_tensor_t* t = nullptr;
+    if (!ok(spora_tensor_create(dev, SPORA_DTYPE_F32, shape.data(), shape.size(), v.data(), n * 4, &t), "tensor"))
+      std::exit(1);
+    return t;
+  };
+  std::printf("bandwidth-bound kernels on %s, eager calls (GB/s: bytes read + written per second)\n", device);
+  auto row = [](const char* name, double bytes, double s) {
+    std::printf("  %-34s %9.1f GB/s %10.1f us\n", name, bytes / s / 1e9, s * 1e6);
+  };
+  const int64_t n = int64_t{1} << 26;
+  {
+    spora_tensor_t *a = tensor({n}), *b = tensor({n});
+    row("add 2^26 f32", 3.0 * 4 * n, device_seconds(dev, "add", {a, b}, nullptr, 1));
+    row("sum 2^26 f32", 4.0 * n, device_seconds(dev, "sum", {a}, nullptr, 1));
+    spora_tensor_free(a);
+    spora_tensor_free(b);
+  }
+  {
+    spora_tensor_t* x = tensor({8192, 8192});
+    spora_attrs_t* attrs;
+    spora_attrs_create(&attrs);
+    spora_attrs_set_int(attrs, "axis", 1);
+    row("softmax 8192x8192 f32", 2.0 * 4 * 8192 * 8192, device_seconds(dev, "softmax", {x}, attrs, 1));
+    spora_attrs_free(attrs);
+    spora_tensor_free(x);
+  }
+  {
+    spora_tensor_t *x = tensor({8192, 1024}), *g = tensor({1024}), *b = tensor({1024});
+    row("layer_norm [8192, 1024] f32", 2.0 * 4 * 8192 * 1024, device_seconds(dev, "layer_norm", {x, g, b}, nullptr, 3));
+    spora_tensor_free(x);
+    spora_tensor_free(g);
+    spora_tensor_free(b);
+  }
+  spora_context_free(ctx);
+  return 0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "cpu") != 0) return device_rows(argv[1]);
   const double peak = measure_fma_peak_gflops();
   std::printf("fp32 FMA peak on %d thread(s): %.1f GFLOP/s (measured)\n\n", omp_get_max_threads(), peak);
   std::printf("  %-34s %9s %9s %7s %9s\n", "case", "spora", "oneDNN", "ratio", "of peak");
