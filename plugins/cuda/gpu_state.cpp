@@ -129,11 +129,12 @@ spora_plugin_error_t* create_state() {
   host_log(SPORA_LOG_INFO, std::string(kRuntimeName) + ": " + std::to_string(count) + " device(s), first " +
                                state->devices[0].name + " (" + state->devices[0].arch + ")");
 #if !defined(SPORA_GPU_HIP)
-  // Optional: without cuBLAS every matmul runs the plugin's own GEMM.
+  // Optional: cuBLASLt serves matmul and linear (blas::load logs it); cuBLAS
+  // is its f32/f64 fallback, the own GEMM the last one.
   if (const std::string why = blas::load(); !why.empty())
-    host_log(SPORA_LOG_WARN, "cuBLAS not loaded (" + why + "): matmul uses the plugin's own GEMM kernel");
+    host_log(SPORA_LOG_WARN, "cuBLAS not loaded (" + why + "): where cuBLASLt takes no form of a matmul, the plugin's own GEMM runs");
   else
-    host_log(SPORA_LOG_INFO, "cuBLAS loaded: f32/f64 matmul uses cublas[SD]gemmStridedBatched");
+    host_log(SPORA_LOG_INFO, "cuBLAS loaded: the f32/f64 fallback where cuBLASLt takes no form of a matmul");
   // Optional: without cuDNN, convolution, pooling and batch norm run elsewhere.
   if (const std::string why = dnn::load(); !why.empty())
     host_log(SPORA_LOG_WARN, "cuDNN not loaded (" + why + "): convolution, pooling and batch norm are unsupported");
