@@ -132,11 +132,14 @@ struct Int {
   static constexpr int value = N;
 };
 
-// Launches the register kernel of configuration c.
+// Launches the register kernel of configuration c; false for a
+// configuration without one (sm_reg_cfg gives none such).
 template <class T>
-void launch_reg(const SmIndex& ix, const SmRegCfg& c, const T* x, const T* dy, T* y, cudaStream_t stream) {
+bool launch_reg(const SmIndex& ix, const SmRegCfg& c, const T* x, const T* dy, T* y, cudaStream_t stream) {
   constexpr int kFull = static_cast<int>(16 / sizeof(T));
+  bool done = false;
   auto go = [&](auto th, auto per, auto vec) {
+    done = true;
     constexpr int TH = decltype(th)::value, P = decltype(per)::value, V = decltype(vec)::value;
     constexpr int64_t kLines = kSmThreads / TH;
     const int64_t blocks = (ix.outer + kLines - 1) / kLines;
@@ -170,6 +173,7 @@ void launch_reg(const SmIndex& ix, const SmRegCfg& c, const T* x, const T* dy, T
         break;
     }
   }
+  return done;
 }
 
 struct SmState {
@@ -191,11 +195,9 @@ cudaError_t launch(const GpuPlan& plan, const void* const* in, void* const* out,
     if constexpr (std::is_floating_point<compute_of<T>>::value) {
       const SmRegCfg c = sm_reg_cfg(s.ix, sizeof(T), vec_ok);
       ok = true;
-      if (c.threads > 0) {
-        launch_reg<T>(s.ix, c, static_cast<const T*>(in[0]), fwd ? nullptr : static_cast<const T*>(in[1]),
-                      static_cast<T*>(out[0]), stream);
+      if (c.threads > 0 && launch_reg<T>(s.ix, c, static_cast<const T*>(in[0]),
+                                         fwd ? nullptr : static_cast<const T*>(in[1]), static_cast<T*>(out[0]), stream))
         return;
-      }
       softmax_kernel<T><<<grid, kSmThreads, 0, stream>>>(s.ix, static_cast<const T*>(in[0]),
                                                          fwd ? nullptr : static_cast<const T*>(in[1]),
                                                          static_cast<T*>(out[0]));
