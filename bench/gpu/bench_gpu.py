@@ -98,7 +98,7 @@ def _latency_figures(fw):
     return {"eager add, 1 element, Python (us)": best}
 
 
-TRAIN = ("mlp b128", "mlp 4x4096 b2048", "lenet5 b64", "mainjob b64", "transformer b32 bf16")
+TRAIN = ("mlp b128", "lenet5 b64", "mainjob b64", "transformer b32 bf16", "mlp 4x4096 b2048")
 
 
 def _train_figures(fw, scale, steps):
@@ -320,17 +320,29 @@ GOALS = {"matmul 4096^2 f32": (0.95,), "matmul 4096^2 bf16": (0.9,), "matmul 409
          "train transformer b32 bf16 (samples/s)": (1.0,)}
 
 
+class _Emit(dict):
+    """Prints each figure as its own JSON line the moment it is measured,
+    so a child that times out still reports what it measured."""
+
+    def __setitem__(self, name, value):
+        super().__setitem__(name, value)
+        print(json.dumps({name: value}), flush=True)
+
+    def update(self, other):
+        for k, v in other.items():
+            self[k] = v
+
+
 def worker(framework, args):
     fw = SporaFw(args.device) if framework == "spora" else TorchFw(args.device)
     only = args.only.split(",")
-    out = {}
+    out = _Emit()
     if "ops" in only:
         out.update(_op_figures(fw, _sizes(args.scale)))
     if "latency" in only:
         out.update(_latency_figures(fw))
     if "train" in only:
         out.update(_train_figures(fw, args.scale, args.steps))
-    print(json.dumps(out))
 
 
 def spora_gpu_reason(device):
@@ -345,17 +357,31 @@ def spora_gpu_reason(device):
     return f"{device} is not among Spora's devices ({', '.join(names)})"
 
 
+def _figures(text):
+    out = {}
+    for line in (text or "").splitlines():
+        try:
+            d = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(d, dict):
+            out.update(d)
+    return out
+
+
 def run_child(python, framework, args):
     cmd = [python, os.path.abspath(__file__), "--worker", framework, "--device", args.device, "--only", args.only,
            "--scale", str(args.scale), "--steps", str(args.steps)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     except subprocess.TimeoutExpired as e:
-        return {}, f"timed out after {args.timeout} s; stderr: {(e.stderr or b'')[-300:]!r}"
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else e.stdout
+        err = e.stderr.decode() if isinstance(e.stderr, bytes) else (e.stderr or "")
+        return _figures(out), f"timed out after {args.timeout} s (figures so far kept); stderr: {err[-300:]}"
     err = proc.stderr.strip()
     if proc.returncode != 0:
-        return {}, (err.splitlines() or [f"exit {proc.returncode}"])[-1][:300]
-    return json.loads(proc.stdout.strip().splitlines()[-1]), err
+        return _figures(proc.stdout), (err.splitlines() or [f"exit {proc.returncode}"])[-1][:300]
+    return _figures(proc.stdout), err
 
 
 def main():
