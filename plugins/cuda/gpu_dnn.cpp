@@ -117,11 +117,9 @@ spora_plugin_error_t* probe(const GpuPlan& gp, const char* what, ProbeFn fn, con
       cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess) {
     r.status = CUDNN_STATUS_ALLOC_FAILED;
   } else {
-    std::lock_guard<std::mutex> lock(g_mu);
-    cudnnHandle_t h = nullptr;
-    r.status = handle_locked(&h);
-    if (r.status == CUDNN_STATUS_SUCCESS) r.status = g_lib.cudnnSetStream(h, stream);
-    if (r.status == CUDNN_STATUS_SUCCESS) r.status = fn(h, t, mode, static_cast<char*>(scratch), stream, &r.why);
+    r.status = on_stream(stream, [&](cudnnHandle_t h) {
+      return fn(h, t, mode, static_cast<char*>(scratch), stream, &r.why);
+    });
     if (r.status == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(stream) != cudaSuccess)
       r.status = CUDNN_STATUS_EXECUTION_FAILED;
   }

@@ -93,31 +93,23 @@ cudaError_t launch_conv(const GpuPlan& plan, const void* const* in, void* const*
       return e;
     beta = kScale.one(dbl);
   }
-  cudnnStatus_t st;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    cudnnHandle_t h = nullptr;
-    st = handle_locked(&h);
-    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      const void* x = operand(a.xs, in, out);
-      const void* w = operand(a.ws, in, out);
-      const void* y = operand(a.ys, in, out);
-      const size_t ws = s.algo.workspace;
-      if (a.call == ConvCall::kForward)
-        st = g_lib.cudnnConvolutionForward(h, kScale.one(dbl), s.d.x, x, s.d.w, w, s.d.conv,
+  const cudnnStatus_t st = on_stream(stream, [&](cudnnHandle_t h) {
+    const void* x = operand(a.xs, in, out);
+    const void* w = operand(a.ws, in, out);
+    const void* y = operand(a.ys, in, out);
+    const size_t ws = s.algo.workspace;
+    if (a.call == ConvCall::kForward)
+      return g_lib.cudnnConvolutionForward(h, kScale.one(dbl), s.d.x, x, s.d.w, w, s.d.conv,
                                            static_cast<cudnnConvolutionFwdAlgo_t>(s.algo.algo), workspace, ws, beta,
                                            s.d.y, const_cast<void*>(y));
-      else if (a.call == ConvCall::kBackwardData)
-        st = g_lib.cudnnConvolutionBackwardData(h, kScale.one(dbl), s.d.w, w, s.d.y, y, s.d.conv,
-                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(s.algo.algo), workspace, ws,
-                                                beta, s.d.x, const_cast<void*>(x));
-      else
-        st = g_lib.cudnnConvolutionBackwardFilter(h, kScale.one(dbl), s.d.x, x, s.d.y, y, s.d.conv,
-                                                  static_cast<cudnnConvolutionBwdFilterAlgo_t>(s.algo.algo), workspace,
-                                                  ws, beta, s.d.w, const_cast<void*>(w));
-    }
-  }
+    if (a.call == ConvCall::kBackwardData)
+      return g_lib.cudnnConvolutionBackwardData(h, kScale.one(dbl), s.d.w, w, s.d.y, y, s.d.conv,
+                                                static_cast<cudnnConvolutionBwdDataAlgo_t>(s.algo.algo), workspace,
+                                                ws, beta, s.d.x, const_cast<void*>(x));
+    return g_lib.cudnnConvolutionBackwardFilter(h, kScale.one(dbl), s.d.x, x, s.d.y, y, s.d.conv,
+                                                static_cast<cudnnConvolutionBwdFilterAlgo_t>(s.algo.algo), workspace,
+                                                ws, beta, s.d.w, const_cast<void*>(w));
+  });
   if (st != CUDNN_STATUS_SUCCESS) return launch_error(st);
   if (!s.use_ep) return cudaSuccess;
   return apply_epilogue(s.dtype, s.ep, out[a.ys.index], a.residual_input >= 0 ? in[a.residual_input] : nullptr,

@@ -70,6 +70,17 @@ cudaError_t launch_error(cudnnStatus_t st);
 // The current device's handle, made on first use; g_mu must be held.
 cudnnStatus_t handle_locked(cudnnHandle_t* out);
 
+// call(h) with the current device's handle bound to `stream`, under g_mu:
+// every cuDNN call that enqueues work goes through here.
+template <class F>
+cudnnStatus_t on_stream(cudaStream_t stream, F&& call) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  cudnnHandle_t h = nullptr;
+  cudnnStatus_t st = handle_locked(&h);
+  if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
+  return st == CUDNN_STATUS_SUCCESS ? call(h) : st;
+}
+
 // The descriptors of one plan, destroyed with its state.
 struct Descs {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, param = nullptr;

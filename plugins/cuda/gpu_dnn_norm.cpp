@@ -151,37 +151,32 @@ cudaError_t launch_bn(const GpuPlan& plan, const void* const* in, void* const* o
             return e;
     }
   }
-  cudnnStatus_t st;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    cudnnHandle_t h = nullptr;
-    st = handle_locked(&h);
-    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      const void* one = kScale.one(dbl);
-      const void* zero = kScale.zero(dbl);
-      if (a.backward) {
-        void* dgamma = a.convert ? static_cast<void*>(fparam(a.off_dgamma)) : out[1];
-        void* dbeta = a.convert ? static_cast<void*>(fparam(a.off_dbeta)) : out[2];
-        // in: x, dy, gamma, mean, invstd (the saved statistics, compute dtype).
-        st = g_lib.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, s.d.x, in[0],
-                                                   s.d.x, in[1], s.d.x, out[0], s.d.param,
-                                                   param(a.off_gamma, in[2]), dgamma, dbeta, a.eps, in[3], in[4]);
-      } else if (a.training) {
-        void* rmean = a.convert ? static_cast<void*>(fparam(a.off_rmean)) : out[3];
-        void* rvar = a.convert ? static_cast<void*>(fparam(a.off_rvar)) : out[4];
-        st = g_lib.cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one, zero, s.d.x, in[0], s.d.x,
-                                                          out[0], s.d.param, param(a.off_gamma, in[1]),
-                                                          param(a.off_beta, in[2]), a.momentum, rmean, rvar, a.eps,
-                                                          out[1], out[2]);
-      } else {
-        st = g_lib.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, s.d.x, in[0], s.d.x,
-                                                           out[0], s.d.param, param(a.off_gamma, in[1]),
-                                                           param(a.off_beta, in[2]), param(a.off_rmean, in[3]),
-                                                           param(a.off_rvar, in[4]), a.eps);
-      }
+  const cudnnStatus_t st = on_stream(stream, [&](cudnnHandle_t h) {
+    cudnnStatus_t called;
+    const void* one = kScale.one(dbl);
+    const void* zero = kScale.zero(dbl);
+    if (a.backward) {
+      void* dgamma = a.convert ? static_cast<void*>(fparam(a.off_dgamma)) : out[1];
+      void* dbeta = a.convert ? static_cast<void*>(fparam(a.off_dbeta)) : out[2];
+      // in: x, dy, gamma, mean, invstd (the saved statistics, compute dtype).
+      called = g_lib.cudnnBatchNormalizationBackward(h, CUDNN_BATCHNORM_SPATIAL, one, zero, one, zero, s.d.x, in[0],
+                                                     s.d.x, in[1], s.d.x, out[0], s.d.param,
+                                                     param(a.off_gamma, in[2]), dgamma, dbeta, a.eps, in[3], in[4]);
+    } else if (a.training) {
+      void* rmean = a.convert ? static_cast<void*>(fparam(a.off_rmean)) : out[3];
+      void* rvar = a.convert ? static_cast<void*>(fparam(a.off_rvar)) : out[4];
+      called = g_lib.cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, one, zero, s.d.x, in[0], s.d.x,
+                                                            out[0], s.d.param, param(a.off_gamma, in[1]),
+                                                            param(a.off_beta, in[2]), a.momentum, rmean, rvar, a.eps,
+                                                            out[1], out[2]);
+    } else {
+      called = g_lib.cudnnBatchNormalizationForwardInference(h, CUDNN_BATCHNORM_SPATIAL, one, zero, s.d.x, in[0], s.d.x,
+                                                             out[0], s.d.param, param(a.off_gamma, in[1]),
+                                                             param(a.off_beta, in[2]), param(a.off_rmean, in[3]),
+                                                             param(a.off_rvar, in[4]), a.eps);
     }
-  }
+    return called;
+  });
   if (st != CUDNN_STATUS_SUCCESS) return launch_error(st);
   if (a.convert && a.backward) {
     if (cudaError_t e = from_float(s.dtype, fparam(a.off_dgamma), out[1], c, stream); e != cudaSuccess) return e;

@@ -45,24 +45,19 @@ cudaError_t launch_pool(const GpuPlan& plan, const void* const* in, void* const*
                         cudaStream_t stream) {
   const PoolState& s = plan.get<PoolState>();
   const bool dbl = s.t.data == DataType::kDouble;
-  cudnnStatus_t st;
-  {
-    std::lock_guard<std::mutex> lock(g_mu);
-    cudnnHandle_t h = nullptr;
-    st = handle_locked(&h);
-    if (st == CUDNN_STATUS_SUCCESS) st = g_lib.cudnnSetStream(h, stream);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      if (!s.a.backward) {
-        st = g_lib.cudnnPoolingForward(h, s.d.pool, kScale.one(dbl), s.d.x, in[s.a.xs.index], kScale.zero(dbl), s.d.y,
-                                       out[s.a.ys.index]);
-      } else {
-        // Average pooling: y and x are not read for their values (dnn_args.h).
-        const void* dy = in[s.a.ys.index];
-        st = g_lib.cudnnPoolingBackward(h, s.d.pool, kScale.one(dbl), s.d.y, dy, s.d.y, dy, s.d.x, workspace,
-                                        kScale.zero(dbl), s.d.x, out[s.a.xs.index]);
-      }
+  const cudnnStatus_t st = on_stream(stream, [&](cudnnHandle_t h) {
+    cudnnStatus_t called;
+    if (!s.a.backward) {
+      called = g_lib.cudnnPoolingForward(h, s.d.pool, kScale.one(dbl), s.d.x, in[s.a.xs.index], kScale.zero(dbl), s.d.y,
+                                         out[s.a.ys.index]);
+    } else {
+      // Average pooling: y and x are not read for their values (dnn_args.h).
+      const void* dy = in[s.a.ys.index];
+      called = g_lib.cudnnPoolingBackward(h, s.d.pool, kScale.one(dbl), s.d.y, dy, s.d.y, dy, s.d.x, workspace,
+                                          kScale.zero(dbl), s.d.x, out[s.a.xs.index]);
     }
-  }
+    return called;
+  });
   if (st != CUDNN_STATUS_SUCCESS) return launch_error(st);
   if (s.a.mode != PoolMode::kMax) return cudaSuccess;
   return max_pool_fixup(s.dtype, pool_fix_of(s.a), in[s.a.xs.index], out[s.a.ys.index], int64_t{s.a.x.n} * s.a.x.c,
