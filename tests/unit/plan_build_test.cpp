@@ -176,5 +176,54 @@ TEST(PlanBuild, EveryStageInOrderRunsLikeEager) {
   EXPECT_EQ(read(exe.run({&x})[0]), read(run_eager(c.g, sim, {&x})[0]));
 }
 
+// Output donation (ExecutionPlan::output_may_take, Executable::run's
+// `donate`): an output may overwrite a param only when no later step reads
+// the param, or only the in-place op writing the output does.
+TEST(PlanBuild, AnOutputMayTakeAParamNothingReadsAfterItsWriter) {
+  ir::Graph g("donate");
+  auto w = g.add_weight("w", SPORA_DTYPE_F32, S({2, 3}));
+  auto x = g.add_input("x", SPORA_DTYPE_F32, S({2, 3}));
+  auto y = g.add_op("add", {w, x}, {})[0];   // w is read again below: y may not take w
+  auto z = g.add_op("mul", {w, y}, {})[0];   // w's last reader, in place: z may take w
+  auto e = g.add_op("exp", {y}, {})[0];      // never reads w or x: may take either
+  g.set_outputs({y, z, e});
+  Device* sim = device("sim");
+  sched::Executable exe(g, sim);
+  const auto& may = exe.plan().output_may_take;
+  const int32_t pw = 0, px = 1;  // binding order: creation order
+  ASSERT_EQ(may.size(), 3u);
+  EXPECT_EQ(may[0], std::vector<int32_t>{px}) << "add reads x in place, w is read later by mul";
+  EXPECT_EQ(may[1], (std::vector<int32_t>{pw, px}));
+  EXPECT_EQ(may[2], (std::vector<int32_t>{pw, px}));
+
+  const std::vector<float> wv{1, 2, 3, 4, 5, 6}, xv{0.5f, -1, 2, 0, 1, -2};
+  std::vector<float> yv(6), zv(6);
+  for (size_t i = 0; i < 6; ++i) yv[i] = wv[i] + xv[i], zv[i] = wv[i] * yv[i];
+  {
+    // z overwrites w (its only holder is the binding); y cannot, so it is
+    // fresh even when asked; e asks for w too, already taken: fresh.
+    Tensor wt = f32_tensor(sim, S({2, 3}), wv);
+    const Tensor xt = f32_tensor(sim, S({2, 3}), xv);
+    const spora_devptr_t wmem = wt.data();
+    const std::vector<Tensor> out = exe.run({&wt, &xt}, {pw, pw, pw});
+    EXPECT_NE(out[0].data(), wmem);
+    EXPECT_EQ(out[1].data(), wmem) << "z is written into w's memory";
+    EXPECT_NE(out[2].data(), wmem);
+    EXPECT_EQ(read<float>(out[0]), yv);
+    EXPECT_EQ(read<float>(out[1]), zv);
+    EXPECT_EQ(read<float>(wt), zv) << "w's old value is gone";
+  }
+  {
+    // Another tensor holding w's buffer keeps its value: no donation.
+    Tensor wt = f32_tensor(sim, S({2, 3}), wv);
+    const Tensor held = wt;
+    const Tensor xt = f32_tensor(sim, S({2, 3}), xv);
+    const std::vector<Tensor> out = exe.run({&wt, &xt}, {-1, pw, -1});
+    EXPECT_NE(out[1].data(), wt.data());
+    EXPECT_EQ(read<float>(out[1]), zv);
+    EXPECT_EQ(read<float>(held), wv);
+  }
+}
+
 }  // namespace
 }  // namespace spora

@@ -434,6 +434,19 @@ SPORA_API spora_status_t spora_executable_free(spora_executable_t* exe);
  * for it. Runs of one executable are serialised. */
 SPORA_API spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params,
                                               size_t num_params, spora_tensor_t** outputs, size_t num_outputs);
+/* spora_executable_run, letting outputs overwrite params (a training step's
+ * updated weights and optimizer state written over the old ones instead of
+ * into fresh memory): `donate` has num_outputs entries, each a position in
+ * `params` or -1. Output i is written into params[donate[i]]'s memory, and
+ * outputs[i] shares it, when the compiled plan reads that param before it
+ * writes output i (or only in the in-place op writing it), they have the
+ * same dtype and shape, no other tensor handle or view holds the param's
+ * memory, and no other output took it; otherwise output i is a fresh tensor
+ * as with spora_executable_run. A donated param's old value is lost.
+ * `donate` may be NULL (no donation). */
+SPORA_API spora_status_t spora_executable_run_donating(spora_executable_t* exe, spora_tensor_t* const* params,
+                                                       size_t num_params, const int64_t* donate,
+                                                       spora_tensor_t** outputs, size_t num_outputs);
 /* Runs the graph op by op through eager dispatch on `device` (no compile,
  * no memory plan): PyNative execution of a graph, for debugging and for
  * comparing with the compiled plan. Same bindings as spora_executable_run. */

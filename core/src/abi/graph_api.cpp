@@ -300,6 +300,26 @@ spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* con
   });
 }
 
+spora_status_t spora_executable_run_donating(spora_executable_t* exe, spora_tensor_t* const* params,
+                                             size_t num_params, const int64_t* donate, spora_tensor_t** outputs,
+                                             size_t num_outputs) {
+  return guard([&] {
+    need(exe, "spora_executable_run_donating", "exe");
+    const spora::ir::Graph& g = exe->exe->graph();
+    std::vector<int32_t> d;
+    if (donate)
+      for (size_t i = 0; i < num_outputs; ++i) {
+        if (donate[i] < -1 || donate[i] >= static_cast<int64_t>(num_params))
+          fail(Code::kInvalidArgument,
+               "[spora_executable_run_donating] donate[{}] = {} is neither -1 nor a position among the {} params", i,
+               donate[i], num_params);
+        d.push_back(static_cast<int32_t>(donate[i]));
+      }
+    run_and_publish("spora_executable_run_donating", "params", "[graph " + g.name() + "]", g.outputs().size(), params,
+                    num_params, outputs, num_outputs, [&](const auto& in) { return exe->exe->run(in, d); });
+  });
+}
+
 spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t* device, spora_tensor_t* const* params,
                                      size_t num_params, spora_tensor_t** outputs, size_t num_outputs) {
   return guard([&] {

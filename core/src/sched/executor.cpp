@@ -2,6 +2,8 @@
 // launches, copies and host callbacks on the device's stream.
 #include "sched/executor.h"
 
+#include <algorithm>
+
 #include "ir/serialize.h"
 #include "runtime/collective.h"
 #include "runtime/interpreter.h"
@@ -256,12 +258,39 @@ Executable::Executable(const ir::Graph& graph, Device* device) : plan_(build_pla
 
 Executable::~Executable() = default;
 
-std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params) {
+namespace {
+
+// Whether output i may be written into params[j]'s memory: the plan allows
+// it (output_may_take), the param's buffer is held by this binding alone (no
+// other tensor, view or binding sees the overwrite) and not taken yet.
+bool may_donate(const ExecutionPlan& p, const std::vector<const Tensor*>& params, size_t i, int32_t j,
+                const std::vector<bool>& taken) {
+  if (j < 0 || static_cast<size_t>(j) >= params.size() || taken[static_cast<size_t>(j)]) return false;
+  const auto& allowed = p.output_may_take[i];
+  if (std::find(allowed.begin(), allowed.end(), j) == allowed.end()) return false;
+  const Tensor& t = *params[static_cast<size_t>(j)];
+  if (!t.buffer || t.buffer.use_count() != 1) return false;
+  for (size_t k = 0; k < params.size(); ++k)
+    if (k != static_cast<size_t>(j) && params[k]->buffer == t.buffer) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params, const std::vector<int32_t>& donate) {
   // Checked before allocating the outputs.
   check_bound_params(plan_->graph, plan_->param_nodes, plan_->device, params, false);
   std::vector<Tensor> outputs;
-  for (const ir::Value& v : plan_->graph.outputs()) {
-    const TensorMeta& m = plan_->graph.meta(v);
+  std::vector<bool> taken(params.size(), false);
+  const auto& outs = plan_->graph.outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int32_t j = i < donate.size() ? donate[i] : -1;
+    if (may_donate(*plan_, params, i, j, taken)) {
+      taken[static_cast<size_t>(j)] = true;
+      outputs.push_back(*params[static_cast<size_t>(j)]);
+      continue;
+    }
+    const TensorMeta& m = plan_->graph.meta(outs[i]);
     outputs.push_back(make_tensor(plan_->device, m.dtype, m.shape));
   }
   run_plan(*plan_, params, outputs);

@@ -69,7 +69,12 @@ class Executable {
 
   // `params` binds every input and weight node, in creation order; each must
   // live on the executable's device with the node's dtype and shape.
-  std::vector<Tensor> run(const std::vector<const Tensor*>& params);
+  // `donate` (per output, a param position or -1) lets output i be written
+  // into params[donate[i]]'s memory and returned sharing it, where the plan
+  // proves nothing reads that param afterwards (ExecutionPlan::
+  // output_may_take) and no other tensor holds its buffer; otherwise the
+  // output is a fresh tensor. A donated param's old value is gone.
+  std::vector<Tensor> run(const std::vector<const Tensor*>& params, const std::vector<int32_t>& donate = {});
   // The same, writing into caller-made tensors of the output types. They
   // must not overlap the params.
   void run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs);

@@ -99,6 +99,13 @@ struct ExecutionPlan {
   // pinned host memory for the host arena), else synchronously.
   bool host_steps_async = false;
   int32_t num_streams = 1;
+  // Per graph output: the param positions (plan.h's param_nodes) whose
+  // memory the output may be written into instead of a fresh tensor -- the
+  // param is read by no step after the one writing the output (or only by
+  // that step, as its in-place input), and is no graph output itself. A
+  // training step's updated weights and optimizer state thus overwrite the
+  // old ones (Executable::run's `donate`), as PyTorch's in-place updates do.
+  std::vector<std::vector<int32_t>> output_may_take;
 
   // First failure of a cpu-placed kernel in a host callback, raised by the
   // next run.

@@ -188,6 +188,57 @@ void plan_host_reads(PlanBuild& b) {
         if (!b.device_reads[id][o] && p.slots[id][o].kind == Slot::kArena) p.slots[id][o].kind = Slot::kHostOnly;
 }
 
+// Whether the kernel at node `writer` may write its output `o` over param
+// value `pv` that it reads itself: an in-place op reading pv in exactly one
+// input slot, directly (not through a view), that is o's partner.
+bool writes_over_own_input(const PlanBuild& b, int32_t writer, int32_t o, ir::Value pv) {
+  const ExecutionPlan& p = *b.plan;
+  const ir::Node& n = p.graph.node(writer);
+  if (!n.op->in_place) return false;
+  int slot = -1;
+  for (size_t k = 0; k < n.inputs.size(); ++k) {
+    if (p.root(n.inputs[k]) != pv) continue;
+    if (slot >= 0 || n.inputs[k] != pv) return false;
+    slot = static_cast<int>(k);
+  }
+  if (slot < 0) return false;
+  if (n.op->in_place_input) return b.in_place_partner[static_cast<size_t>(writer)][static_cast<size_t>(o)] == slot;
+  return o == 0;
+}
+
+// ExecutionPlan::output_may_take: an output a device kernel writes straight
+// into its output tensor may instead be written into the memory of a param
+// of its type that nothing reads afterwards (steps run in node order).
+void plan_output_donation(PlanBuild& b) {
+  ExecutionPlan& p = *b.plan;
+  const ir::Graph& g = p.graph;
+  std::vector<bool> kernel_step(g.nodes().size(), false);
+  for (const auto& step : p.steps)
+    if (step->kind == Step::kKernel) kernel_step[static_cast<size_t>(step->node)] = true;
+  std::vector<bool> param_is_output(p.param_nodes.size(), false);
+  for (const ir::Value& v : g.outputs()) {
+    const ir::Value r = p.root(v);
+    for (size_t j = 0; j < p.param_nodes.size(); ++j)
+      if (r == ir::Value{p.param_nodes[j], 0}) param_is_output[j] = true;
+  }
+  p.output_may_take.assign(g.outputs().size(), {});
+  for (size_t i = 0; i < g.outputs().size(); ++i) {
+    const ir::Value v = g.outputs()[i];
+    const Slot& s = p.slot(v);
+    if (s.kind != Slot::kOutput || s.index != static_cast<int32_t>(i) || !kernel_step[static_cast<size_t>(v.node)])
+      continue;
+    const TensorMeta& m = g.meta(v);
+    for (size_t j = 0; j < p.param_nodes.size(); ++j) {
+      const ir::Value pv{p.param_nodes[j], 0};
+      const TensorMeta& pm = g.meta(pv);
+      if (param_is_output[j] || pm.dtype != m.dtype || pm.shape != m.shape) continue;
+      const int32_t last = b.last_use_of(pv);
+      if (last < v.node || (last == v.node && writes_over_own_input(b, v.node, v.index, pv)))
+        p.output_may_take[i].push_back(static_cast<int32_t>(j));
+    }
+  }
+}
+
 }  // namespace
 
 void plan_lifetimes_and_aliases(PlanBuild& b) {
@@ -223,6 +274,7 @@ void plan_lifetimes_and_aliases(PlanBuild& b) {
     if (slot.kind == Slot::kArena) slot = {Slot::kOutput, pos, 0, {}};
   }
   plan_host_reads(b);
+  plan_output_donation(b);
 }
 
 void plan_workspaces(PlanBuild& b) {

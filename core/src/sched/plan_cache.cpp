@@ -89,9 +89,9 @@ Executable& PlanCache::plan_for(const std::vector<const Tensor*>& params) {
   return *plans_.front().plan;
 }
 
-std::vector<Tensor> PlanCache::run(const std::vector<const Tensor*>& params) {
+std::vector<Tensor> PlanCache::run(const std::vector<const Tensor*>& params, const std::vector<int32_t>& donate) {
   std::lock_guard<std::mutex> lock(mu_);
-  return plan_for(params).run(params);
+  return plan_for(params).run(params, donate);
 }
 
 }  // namespace spora::sched

@@ -27,7 +27,8 @@ class PlanCache {
   // Runs the plan for the params' signature, planning it on first use. A
   // signature the graph cannot take fails with the op and source line that
   // reject it. Runs of one PlanCache are serialised.
-  std::vector<Tensor> run(const std::vector<const Tensor*>& params);
+  // `donate`: Executable::run's.
+  std::vector<Tensor> run(const std::vector<const Tensor*>& params, const std::vector<int32_t>& donate = {});
 
   // The graph as built (its inputs' shapes are the default signature).
   const ir::Graph& graph() const { return graph_; }

@@ -5,9 +5,10 @@ Tracing runs the function once with symbolic tensors: every op is recorded
 (with the caller's file:line) instead of computed. Parameters it reads become
 graph weights bound to their current values on every call;
 Parameter.assign_value / set_data become extra outputs written back after
-each run. Python control flow that needs a tensor's value cannot be traced:
-the function then runs eagerly from then on, after one warning naming the
-line.
+each run (into the Parameter's own memory where the compiled plan no longer
+reads the old value and no other tensor shares it, as an in-place update).
+Python control flow that needs a tensor's value cannot be traced: the
+function then runs eagerly from then on, after one warning naming the line.
 """
 import functools
 import warnings
@@ -41,7 +42,7 @@ def request_pass(name):
 
 class _Entry:
     __slots__ = ("exe", "weights", "weight_sigs", "out_def", "out_static", "n_out", "assigned", "graph_text",
-                 "single")
+                 "single", "donate")
 
     def weights_current(self):
         """The Parameters bound as weights still have the dtype and shape the
@@ -52,7 +53,8 @@ class _Entry:
         return True
 
     def run(self, tensors):
-        outs = self.exe.run(tensors + self.weights if self.weights else tensors)
+        params = tensors + self.weights if self.weights else tensors
+        outs = self.exe.run(params, self.donate) if self.donate else self.exe.run(params)
         if self.single:  # one tensor out, nothing written back: the common case
             return outs[0]
         n = self.n_out
@@ -210,6 +212,12 @@ class JitFunction:
         entry.out_static = static
         entry.n_out = len(values) - len(assigned)
         entry.assigned = assigned
+        # An assigned Parameter's new value may overwrite its old one in
+        # place (where the plan proves the old one is no longer read), so a
+        # training step holds one copy of the weights and optimizer state.
+        n_in = sum(1 for x in leaves if isinstance(x, Tensor) and not x._is_param)
+        slot = {id(w): n_in + i for i, w in enumerate(entry.weights)}
+        entry.donate = [-1] * entry.n_out + [slot.get(id(p), -1) for p in assigned] if assigned else []
         self.last_graph = graph
         return entry
 

@@ -199,21 +199,35 @@ void bind_graph(nb::module_& m) {
 
   nb::class_<PyExecutable>(m, "Executable", "A compiled graph (spora_executable_t).")
       .def_ro("num_outputs", &PyExecutable::num_outputs)
-      .def("run",
-           [](PyExecutable& e, const std::vector<nb::handle>& params) {
-             auto hs = handles_of(params);
-             std::vector<spora_tensor_t*> outs(e.num_outputs, nullptr);
-             spora_status_t s;
-             {
-               nb::gil_scoped_release nogil;
-               s = spora_executable_run(e.e, hs.data(), hs.size(), outs.data(), outs.size());
-             }
-             if (s != SPORA_OK) {
-               free_all(outs);
-               raise_status(s, true);
-             }
-             return wrap_all(outs);
-           })
+      .def(
+          "run",
+          [](PyExecutable& e, const std::vector<nb::handle>& params, const std::vector<int64_t>& donate) {
+            auto hs = handles_of(params);
+            if (!donate.empty() && donate.size() != e.num_outputs)
+              raise_value_error("[Executable.run] donate has " + std::to_string(donate.size()) +
+                                " entries, the graph has " + std::to_string(e.num_outputs) + " outputs");
+            // A handle shared with another Python tensor (a detached copy,
+            // a DLPack export) must keep its value: not donated.
+            std::vector<int64_t> d = donate;
+            for (int64_t& j : d) {
+              const size_t k = static_cast<size_t>(j);
+              if (j >= 0 && k < params.size() && as_tensor(params[k])->t.use_count() != 1) j = -1;
+            }
+            std::vector<spora_tensor_t*> outs(e.num_outputs, nullptr);
+            spora_status_t s;
+            {
+              nb::gil_scoped_release nogil;
+              s = spora_executable_run_donating(e.e, hs.data(), hs.size(), d.empty() ? nullptr : d.data(), outs.data(),
+                                                 outs.size());
+            }
+            if (s != SPORA_OK) {
+              free_all(outs);
+              raise_status(s, true);
+            }
+            return wrap_all(outs);
+          },
+          nb::arg("params"), nb::arg("donate") = std::vector<int64_t>(),
+          "Runs the plan; donate (per output, a params position or -1) lets updated state overwrite its old value.")
       .def("memory", [](PyExecutable& e) {
         uint64_t p = 0, n = 0;
         check(spora_executable_memory(e.e, &p, &n), false);
