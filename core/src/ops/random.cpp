@@ -38,6 +38,8 @@
 #include <cmath>
 #include <limits>
 
+#include <spora/sdk/exact_math.h>
+
 #include "ir/op.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
@@ -110,10 +112,15 @@ void infer_truncated_normal(const OpDef& op, const TensorMeta*, OpCall& call) {
            "[truncated_normal] bound {} is beyond 30 std from the mean; finite bounds must lie in [-30, 30] "
            "(use inf for an open side)",
            v);
-  // Probability of [a, b], from the tail that keeps precision.
+  // Probability of [a, b], from the tail that keeps precision, computed as
+  // the kernels compute it (Phi from spora/sdk/exact_math.h), so this check
+  // and every device's kernel accept exactly the same bounds.
+  const auto phi = [](double x) {
+    return exact_math::mul(0.5, exact_math::erfc(exact_math::mul(-x, 0.70710678118654752440)));
+  };
   const double lo = a >= 0 ? -b : a, hi = a >= 0 ? -a : b;
-  const double c_lo = 0.5 * std::erfc(-lo / std::sqrt(2.0)), c_hi_up = 0.5 * std::erfc(hi / std::sqrt(2.0));
-  const double mass = hi > 0 ? 1 - c_lo - c_hi_up : 0.5 * std::erfc(-hi / std::sqrt(2.0)) - c_lo;
+  const double c_lo = phi(lo), c_hi_up = phi(-hi);
+  const double mass = hi > 0 ? 1 - c_lo - c_hi_up : phi(hi) - c_lo;
   if (!(mass >= 1e-280))
     fail(Code::kInvalidArgument,
          "[truncated_normal] [a, b] = [{}, {}] holds a probability of {} under the standard normal, too little to "
