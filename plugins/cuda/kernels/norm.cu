@@ -2,12 +2,16 @@
 // per group for the statistics and dx, deterministic parameter sums
 // (math/group_norm_math.h has the arithmetic and the order). batch_norm is
 // planned here only when gpu_dnn_ops.cpp picks the own kernel
-// (plan_own_batch_norm): ROCm, or CUDA without cuDNN's help.
+// (plan_own_batch_norm): ROCm, or CUDA without cuDNN's help. layer_norm
+// rows that fit in registers take the register kernel instead
+// (math/layer_norm_fast.h): one read of x, one write of y.
 #include <memory>
 #include <string>
 
 #include "gpu_device.h"
 #include "math/group_norm_math.h"
+#include "math/layer_norm_fast.h"
+#include "math/vec_io.h"
 
 namespace spora::gpu {
 namespace {
@@ -137,6 +141,136 @@ __global__ void gn_finish_kernel(GnIndex ix, const double* ws, T* dgamma, T* dbe
     gn_param_finish<T>(ix, ws, p, dgamma, dbeta);
 }
 
+// ---- layer_norm rows held in registers ----
+
+// The halving tree of a sum over the THREADS threads of a row, every
+// thread getting the result: the levels of a warp and more in shared
+// memory, the rest by shuffles (the same pairs as the host emulation).
+template <int THREADS>
+__device__ inline double ln_group_sum(double a, double* sh, int t) {
+  if constexpr (THREADS > kWarp) {
+    sh[t] = a;
+    __syncthreads();
+    for (int s = THREADS / 2; s >= kWarp; s >>= 1) {
+      if (t < s) sh[t] += sh[t + s];
+      __syncthreads();
+    }
+    a = sh[t];
+  }
+  constexpr int kFirst = (THREADS < kWarp ? THREADS : kWarp) / 2;
+#pragma unroll
+  for (int s = kFirst; s > 0; s >>= 1) a += shfl_down(a, s);
+  if constexpr (THREADS > kWarp) {
+    __syncthreads();  // every warp has read sh before it is reused
+    if (t == 0) sh[0] = a;
+    __syncthreads();
+    a = sh[0];
+    __syncthreads();
+  } else {
+    a = shfl_first(a);
+  }
+  return a;
+}
+
+// THREADS threads per row (a warp, or the whole block), PER elements per
+// thread in vectors of V. The loop bound is uniform over a row's threads.
+template <class T, int THREADS, int PER, int V>
+__global__ void __launch_bounds__(kLnThreads)
+    ln_reg_kernel(GnIndex ix, const T* x, const T* gamma, const T* beta, T* y, compute_of<T>* mean_out,
+                  compute_of<T>* invstd_out) {
+  using C = compute_of<T>;
+  constexpr int kRows = kLnThreads / THREADS;
+  __shared__ double sh[THREADS > kWarp ? THREADS : 1];
+  const int t = static_cast<int>(threadIdx.x) % THREADS;
+  const double m = static_cast<double>(ix.len);
+  for (int64_t q = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / THREADS; q < ix.groups;
+       q += static_cast<int64_t>(gridDim.x) * kRows) {
+    const int64_t base = q * ix.qstride;
+    T v[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k += V) {
+      const int64_t pos = ln_reg_pos(THREADS, V, t, k);
+      if (pos < ix.len) load_vec<V>(x, base + pos, &v[k]);
+    }
+    const double mean = ln_group_sum<THREADS>(ln_reg_sum<T>(v, PER, THREADS, V, t, ix.len), sh, t) / m;
+    const double var = ln_group_sum<THREADS>(ln_reg_sq<T>(v, PER, THREADS, V, t, ix.len, mean), sh, t) / m;
+    const double invstd = ln_invstd(var, ix.eps);
+    if (t == 0) {
+      mean_out[q] = static_cast<C>(mean);
+      invstd_out[q] = static_cast<C>(invstd);
+    }
+    const C mu = static_cast<C>(mean), inv = static_cast<C>(invstd);
+#pragma unroll
+    for (int k = 0; k < PER; k += V) {
+      const int64_t pos = ln_reg_pos(THREADS, V, t, k);
+      if (pos < ix.len) {
+        T g[V], b[V], o[V];
+        load_vec<V>(gamma, pos, g);
+        load_vec<V>(beta, pos, b);
+#pragma unroll
+        for (int u = 0; u < V; ++u) o[u] = ln_reg_out<T>(v[k + u], g[u], b[u], mu, inv);
+        store_vec<V>(y, base + pos, o);
+      }
+    }
+  }
+}
+
+template <int N>
+struct Int {
+  static constexpr int value = N;
+};
+
+// Launches the register kernel of configuration c (from ln_reg_cfg);
+// false for a configuration without one.
+template <class T>
+bool launch_ln_reg(const GnIndex& ix, const LnRegCfg& c, const void* const* in, void* const* out,
+                   cudaStream_t stream) {
+  using C = compute_of<T>;
+  constexpr int kFull = static_cast<int>(16 / sizeof(T));
+  bool done = false;
+  auto go = [&](auto th, auto per, auto vec) {
+    done = true;
+    constexpr int TH = decltype(th)::value, P = decltype(per)::value, V = decltype(vec)::value;
+    constexpr int64_t kRows = kLnThreads / TH;
+    ln_reg_kernel<T, TH, P, V><<<grid_of((ix.groups + kRows - 1) / kRows), kLnThreads, 0, stream>>>(
+        ix, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),
+        static_cast<T*>(out[0]), static_cast<C*>(out[1]), static_cast<C*>(out[2]));
+  };
+  auto warp = [&](auto per) {
+    constexpr int P = decltype(per)::value;
+    if (c.vec > 1) go(Int<kWarp>{}, per, Int<(kFull < P ? kFull : P)>{});
+    else if constexpr (P <= 16) go(Int<kWarp>{}, per, Int<1>{});  // ln_reg_cfg's limit
+  };
+  auto block = [&](auto per) {
+    constexpr int P = decltype(per)::value;
+    go(Int<kLnThreads>{}, per, Int<(kFull < P ? kFull : P)>{});
+  };
+  if (c.threads == kWarp) {
+    switch (c.per) {
+      case 4: warp(Int<4>{}); break;
+      case 8: warp(Int<8>{}); break;
+      case 16: warp(Int<16>{}); break;
+      case 32:
+        if constexpr (sizeof(T) < 8) warp(Int<32>{});
+        break;
+      default: break;
+    }
+  } else if (c.threads == kLnThreads) {
+    switch (c.per) {
+      case 8: block(Int<8>{}); break;
+      case 16: block(Int<16>{}); break;
+      case 32:
+        if constexpr (sizeof(T) < 8) block(Int<32>{});
+        break;
+      case 64:
+        if constexpr (sizeof(T) < 4) block(Int<64>{});
+        break;
+      default: break;
+    }
+  }
+  return done;
+}
+
 struct GnState {
   GnIndex ix;
   int32_t dtype;
@@ -146,6 +280,12 @@ template <class T>
 cudaError_t launch_forward(const GnIndex& ix, const void* const* in, void* const* out, cudaStream_t stream) {
   using C = compute_of<T>;
   if (ix.groups == 0) return cudaSuccess;
+  if (ix.kind == GnKind::kLayer) {
+    auto al16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+    const bool vec_ok = al16(in[0]) && al16(in[1]) && al16(in[2]) && al16(out[0]);
+    const LnRegCfg c = ln_reg_cfg(ix, sizeof(T), vec_ok);
+    if (c.threads > 0 && launch_ln_reg<T>(ix, c, in, out, stream)) return launched();
+  }
   const bool bn = ix.kind == GnKind::kBatch;
   gn_forward_kernel<T><<<grid_of(ix.groups), kGnThreads, 0, stream>>>(
       ix, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),

@@ -1,0 +1,157 @@
+// layer_norm's forward for rows that fit in registers: a warp (rows up to
+// warp * 32 elements) or a block of kLnThreads (longer rows, whole 16-byte
+// vectors only) per row reads x once, in vectors, keeps it in registers
+// for both statistics passes and writes y once -- the general kernel
+// (group_norm_math.h) reads x three times through a shared-memory tree.
+//
+// Same semantics as the general kernel and the reference: statistics in
+// double over two passes (sum, then squared deviations from the mean),
+// mean/invstd stored in the compute type, y = (x - mu) * inv * gamma + beta
+// in the compute type. Thread t's partials are its slots in order; the
+// partials of a row's threads are combined by a halving tree (shared
+// memory for the levels of a warp and more, shuffles below), which
+// ln_reg_forward_emulate runs in the same order for tests/gpu.
+#pragma once
+#include <cstdint>
+
+#include <vector>
+
+#include "group_norm_math.h"
+#include "hd.h"
+#include "rounded.h"
+#include "warp.h"
+
+namespace spora::gpu {
+
+constexpr int kLnThreads = 256;  // block size of the register path
+
+// The register path's shape: `threads` threads (a warp or the block) per
+// row, `per` cached elements per thread, vectors of `vec` elements.
+// threads == 0: the row does not fit (general kernel).
+struct LnRegCfg {
+  int32_t threads = 0, per = 0, vec = 1;
+};
+
+// Largest `per` of a warp and of a block for elements of `size` bytes: a
+// thread caches at most 32 four-byte (16 eight-byte) values in a warp, and
+// a block's thread 64 two-byte ones (16384 half elements per row).
+SPORA_HD inline int ln_warp_max_per(size_t size) { return size >= 8 ? 16 : 32; }
+SPORA_HD inline int ln_block_max_per(size_t size) { return size >= 8 ? 16 : size >= 4 ? 32 : 64; }
+
+// The register path for layer_norm (forward) rows of `ix` of elements of
+// `size` bytes. `vec_ok`: x, y, gamma and beta are aligned to 16 bytes
+// (vectors are then used when the row is a whole number of them). Rows of
+// other lengths go element by element, in a warp, with at most 16 slots.
+inline LnRegCfg ln_reg_cfg(const GnIndex& ix, size_t size, bool vec_ok, int warp = kWarp) {
+  LnRegCfg c;
+  if (ix.kind != GnKind::kLayer || ix.backward || ix.len < 1) return c;
+  const int full = static_cast<int>(16 / size);
+  const int vec = vec_ok && ix.len % full == 0 ? full : 1;
+  for (int per = 4; per <= (vec == 1 ? 16 : ln_warp_max_per(size)); per *= 2)
+    if (static_cast<int64_t>(warp) * per >= ix.len) {
+      c.threads = warp;
+      c.per = per;
+      c.vec = vec < per ? vec : per;
+      return c;
+    }
+  if (vec == 1) return c;
+  for (int per = 8; per <= ln_block_max_per(size); per *= 2)
+    if (static_cast<int64_t>(kLnThreads) * per >= ix.len) {
+      c.threads = kLnThreads;
+      c.per = per;
+      c.vec = vec < per ? vec : per;
+      return c;
+    }
+  return c;
+}
+
+// Row position of thread t's cached slot k: slots go in vectors, vector g
+// of thread t at ((g * threads) + t) * vec, so a warp's loads are
+// consecutive.
+SPORA_HD inline int64_t ln_reg_pos(int threads, int vec, int t, int k) {
+  return (static_cast<int64_t>(k / vec) * threads + t) * vec + k % vec;
+}
+
+// Pass 0 of thread t: the sum of its slots' x.
+template <class T>
+SPORA_HD inline double ln_reg_sum(const T* v, int per, int threads, int vec, int t, int64_t len) {
+  double a = 0;
+  SPORA_UNROLL
+  for (int k = 0; k < per; ++k) {
+    if (ln_reg_pos(threads, vec, t, k) >= len) continue;
+    a += static_cast<double>(elem<T>::load(v[k]));
+  }
+  return a;
+}
+
+// Pass 1 of thread t: the sum of its slots' squared deviations from `mean`.
+template <class T>
+SPORA_HD inline double ln_reg_sq(const T* v, int per, int threads, int vec, int t, int64_t len, double mean) {
+  double a = 0;
+  SPORA_UNROLL
+  for (int k = 0; k < per; ++k) {
+    if (ln_reg_pos(threads, vec, t, k) >= len) continue;
+    const double d = static_cast<double>(elem<T>::load(v[k])) - mean;
+    a += rn_mul(d, d);
+  }
+  return a;
+}
+
+// The output of one element, as gn_fwd_write computes it.
+template <class T>
+SPORA_HD inline T ln_reg_out(T v, T g, T b, compute_of<T> mu, compute_of<T> inv) {
+  using C = compute_of<T>;
+  const C xh = (elem<T>::load(v) - mu) * inv;
+  return elem<T>::store(rn_mul(xh, elem<T>::load(g)) + elem<T>::load(b));
+}
+
+// invstd from the biased variance, as gn_write_stats stores it.
+SPORA_HD inline double ln_invstd(double var, double eps) { return 1.0 / fm::sqrt(var + eps); }
+
+#if !defined(__CUDA_ARCH__) && !defined(__HIP_DEVICE_COMPILE__)
+// Host emulation of the register path over every row. in: x, gamma, beta;
+// out: y, mean, invstd (the compute type).
+template <class T>
+inline void ln_reg_forward_emulate(const GnIndex& ix, const LnRegCfg& c, const void* const* in, void* const* out) {
+  using C = compute_of<T>;
+  const T* x = static_cast<const T*>(in[0]);
+  const T* gamma = static_cast<const T*>(in[1]);
+  const T* beta = static_cast<const T*>(in[2]);
+  T* y = static_cast<T*>(out[0]);
+  C* mean_out = static_cast<C*>(out[1]);
+  C* invstd_out = static_cast<C*>(out[2]);
+  const int n = c.threads;
+  std::vector<T> v(static_cast<size_t>(n) * c.per);
+  std::vector<double> acc(static_cast<size_t>(n));
+  const double m = static_cast<double>(ix.len);
+  auto tree = [&]() {
+    for (int s = n / 2; s > 0; s >>= 1)
+      for (int t = 0; t < s; ++t) acc[t] += acc[t + s];
+    return acc[0];
+  };
+  for (int64_t q = 0; q < ix.groups; ++q) {
+    const int64_t base = q * ix.qstride;
+    for (int t = 0; t < n; ++t)
+      for (int k = 0; k < c.per; ++k) {
+        const int64_t pos = ln_reg_pos(n, c.vec, t, k);
+        if (pos < ix.len) v[static_cast<size_t>(t * c.per + k)] = x[base + pos];
+      }
+    for (int t = 0; t < n; ++t) acc[t] = ln_reg_sum<T>(&v[static_cast<size_t>(t * c.per)], c.per, n, c.vec, t, ix.len);
+    const double mean = tree() / m;
+    for (int t = 0; t < n; ++t)
+      acc[t] = ln_reg_sq<T>(&v[static_cast<size_t>(t * c.per)], c.per, n, c.vec, t, ix.len, mean);
+    const double var = tree() / m;
+    mean_out[q] = static_cast<C>(mean);
+    invstd_out[q] = static_cast<C>(ln_invstd(var, ix.eps));
+    const C mu = static_cast<C>(mean), inv = static_cast<C>(ln_invstd(var, ix.eps));
+    for (int t = 0; t < n; ++t)
+      for (int k = 0; k < c.per; ++k) {
+        const int64_t pos = ln_reg_pos(n, c.vec, t, k);
+        if (pos < ix.len)
+          y[base + pos] = ln_reg_out<T>(v[static_cast<size_t>(t * c.per + k)], gamma[pos], beta[pos], mu, inv);
+      }
+  }
+}
+#endif
+
+}  // namespace spora::gpu
