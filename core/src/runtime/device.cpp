@@ -6,7 +6,6 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
 
 #include "runtime/options.h"
 #include "runtime/plugin_library.h"
@@ -351,7 +350,7 @@ KernelEntry::~KernelEntry() {
 KernelRef Device::kernel(const OpDef& op, const OpCall& user_call) {
   // Process-wide options the kernel must see (runtime/options.h): part of
   // the cache key, so kernels planned under another setting are not reused.
-  std::optional<OpCall> with_options;  // constructed only when an option applies
+  std::unique_ptr<OpCall> with_options;  // allocated only when an option applies
   const OpCall& call = with_kernel_options(op, user_call, &with_options);
   const uint64_t h = call_hash(op, call);
   std::lock_guard<std::mutex> lock(mu_);

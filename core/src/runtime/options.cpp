@@ -34,10 +34,11 @@ const char* get_option(const std::string& key) {
   return kPrecisions[g_matmul_precision.load(std::memory_order_relaxed)];
 }
 
-const OpCall& with_kernel_options(const OpDef& op, const OpCall& call, std::optional<OpCall>* scratch) {
+const OpCall& with_kernel_options(const OpDef& op, const OpCall& call, std::unique_ptr<OpCall>* scratch) {
   const int p = g_matmul_precision.load(std::memory_order_relaxed);
   if (p == 0 || !matmul_family(op.name)) return call;
-  OpCall& c = scratch->emplace(call);
+  *scratch = std::make_unique<OpCall>(call);
+  OpCall& c = **scratch;
   c.attrs.set("matmul_precision", AttrValue::of_string(kPrecisions[p]));
   return c;
 }

@@ -3,7 +3,7 @@
 // descriptor, so it applies to kernels planned after the change; kernels
 // already planned (cached eager kernels, compiled executables) keep theirs.
 #pragma once
-#include <optional>
+#include <memory>
 #include <string>
 
 #include "ir/op.h"
@@ -22,7 +22,9 @@ const char* get_option(const std::string& key);
 // linear_add_act carry the attribute "matmul_precision" when it is not
 // "highest" (so the kernel cache keys it, and descriptors stay unchanged in
 // the default case). Returns `call` itself, or *scratch holding the copy
-// (left empty otherwise: the eager path pays one atomic load).
-const OpCall& with_kernel_options(const OpDef& op, const OpCall& call, std::optional<OpCall>* scratch);
+// (left null otherwise: the eager path pays one atomic load). A pointer, not
+// a std::optional<OpCall>: GCC zeroes an empty optional's 15 KB of storage,
+// which was a memset on every eager op.
+const OpCall& with_kernel_options(const OpDef& op, const OpCall& call, std::unique_ptr<OpCall>* scratch);
 
 }  // namespace spora
