@@ -402,6 +402,31 @@ SPORA_API spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t leve
  * An unknown name is SPORA_ERROR_INVALID_ARGUMENT listing the passes. */
 SPORA_API spora_status_t spora_graph_run_pass(spora_graph_t* graph, const char* name);
 
+/* SPMD partitioning (semi-automatic parallelism, docs/parallel.md): rewrites
+ * `graph` in place into what one rank of a device mesh runs, inserting the
+ * collectives (all_gather, reduce_scatter, all_reduce) and local slices that
+ * move values between layouts. Partition the whole training step (after
+ * spora_graph_grad, before spora_graph_optimize). Ops carry the user's
+ * strategy in the string attribute "strategy" (every op accepts it: per
+ * input, per dim, a block count or a mesh axis name: "4,1;1,1",
+ * "dp,1;1,mp"). `options` is a JSON object:
+ *   mesh        [sizes per axis], their product the number of ranks
+ *   axis_names  optional, one name per axis
+ *   rank        this process's rank (row-major over the mesh)
+ *   groups      the communicator id (spora_comm_id) of each axis: the ranks
+ *               that differ only along it, ordered by their coordinate
+ *   semi_auto   true (default): a strategy on an op without a sharding rule,
+ *               or one its rule cannot honour, is an error
+ *   ties        {"<output index>": "<weight name>"}: outputs that are a
+ *               weight's new value keep its layout (written back to its
+ *               shard); other outputs come back whole
+ * Inputs are fed whole. Weights become local shards: `*report` (JSON, owned
+ * by the graph, valid until it next changes) lists each weight's global and
+ * local shape and "split" (per dim the mesh axis, -1 whole), each output's
+ * layout and one line per op. Errors name the op, the strategy and the
+ * user's line: a dim that does not divide, an unknown axis name. */
+SPORA_API spora_status_t spora_graph_partition(spora_graph_t* graph, const char* options, const char** report);
+
 /* Reverse-mode autodiff as a graph transform (value_and_grad): returns a new
  * graph whose outputs are `graph`'s outputs followed by the gradient of
  * output `output` (summed first if not a scalar) with respect to each of

@@ -91,6 +91,7 @@ std::vector<Value> Graph::add_op(const std::string& op, const std::vector<Value>
   n.op = def;
   n.inputs = inputs;
   n.attrs = call.attrs;
+  if (const AttrValue* strategy = attrs.find(kStrategyAttr)) n.attrs.set(kStrategyAttr, *strategy);
   for (int i = 0; i < call.num_outputs; ++i) n.outputs.push_back({call.out[i].dtype, call.result[i]});
   n.loc = loc;
   const int32_t id = append(std::move(n));

@@ -123,6 +123,11 @@ void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const
   // Attributes: reject unknown names, check types, fill defaults.
   call.attrs = Attrs();
   for (const auto& [name, value] : attrs.items()) {
+    if (name == kStrategyAttr) {  // the SPMD pass's, not the op's (op.h)
+      if (value.type != AttrType::kString)
+        fail(Code::kInvalidArgument, "[{}] attribute 'strategy' must be a string, got {}", op.name, value.str());
+      continue;
+    }
     auto spec = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const AttrSpec& s) { return s.name == name; });
     if (spec == op.attrs.end()) {
       std::vector<std::string> known;

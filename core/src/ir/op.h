@@ -75,8 +75,17 @@ using BpropFn = std::vector<ir::Value> (*)(ir::Builder& b, const ir::Node& node,
 // op's inputs in the builder's graph) and its validated attributes; used
 // where a device's plugin has no kernel for the op.
 using DecomposeFn = std::vector<ir::Value> (*)(ir::Builder& b, const std::vector<ir::Value>& x, const Attrs& attrs);
-// Sharding rule: filled by the SPMD work (src/parallel); nullptr for now.
-using ShardingFn = void (*)();
+// Sharding rule (ir/sharding.h): given the layouts of an op's inputs over a
+// device mesh, the layouts it wants them in and the layouts of its outputs;
+// false when the op has no sharded form for them (the SPMD pass then runs it
+// on replicated inputs). Used by parallel/spmd_pass.cpp.
+struct ShardQuery;
+struct ShardPlan;
+using ShardingFn = bool (*)(const ShardQuery& q, ShardPlan& plan);
+// The node attribute that carries a user's sharding strategy (a string, see
+// docs/parallel.md). Every op accepts it; inference ignores it and only the
+// graph node keeps it, so kernels never see it.
+inline constexpr const char* kStrategyAttr = "strategy";
 
 struct OpDef {
   std::string name;

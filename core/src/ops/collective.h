@@ -10,7 +10,7 @@ namespace spora {
 struct OpDef;
 
 // Ops the scheduler runs through a communicator instead of a device kernel
-// (all_reduce).
+// (all_reduce, all_gather, reduce_scatter).
 bool is_collective_op(const OpDef& op);
 
 // "sum", "prod", "max", "min", "mean"/"avg" -> SPORA_REDUCE_*; throws

@@ -30,6 +30,7 @@
 
 #include "ir/op.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -332,6 +333,15 @@ const EwRow kEwRows[] = {
 #include <spora/ops_elementwise.def>
 };
 
+// Elementwise ops shard along every dim; the linear ones keep partial sums
+// (sum_r a_r + sum_r b_r = sum_r (a_r + b_r), c * sum_r a_r = sum_r c a_r).
+ShardingFn shard_rule(const std::string& name) {
+  if (name == "add" || name == "sub") return shard::elementwise_additive;
+  if (name == "mul") return shard::elementwise_scaling;
+  if (name == "div" || name == "neg") return shard::elementwise_first;
+  return shard::elementwise_plain;
+}
+
 void add_op(OpRegistry& r, OpDef d, const Rules& rules) {
   const EwRow* row = nullptr;
   for (const EwRow& e : kEwRows)
@@ -339,6 +349,7 @@ void add_op(OpRegistry& r, OpDef d, const Rules& rules) {
   if (!row) fail(Code::kInternal, "[{}] is registered as elementwise but is not in ops_elementwise.def", d.name);
   d.fusible = (row->flags & SPORA_EW_F_FUSIBLE) != 0;
   rules.apply(d);
+  if (!d.sharding) d.sharding = shard_rule(d.name);
   r.add(std::move(d));
 }
 

@@ -21,7 +21,9 @@
 #include <limits>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -261,6 +263,84 @@ V flip_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
   return {b.op("flip", {dy[0]}, a)};
 }
 
+// Sharding (ir/sharding.h). The rules keep a split where the dims map
+// cleanly and ask for the input whole elsewhere; all are linear, so partial
+// sums pass through.
+std::vector<int64_t> local_dims(const ShardQuery& q, const Shape& s, const TensorLayout& l) {
+  std::vector<int64_t> d(s.dims, s.dims + s.rank);
+  for (size_t i = 0; i < d.size(); ++i)
+    if (l.dims[i] != kReplicated) d[i] /= q.mesh[static_cast<size_t>(l.dims[i])];
+  return d;
+}
+
+// reshape / expand_dims / squeeze: the shapes fall into groups of dims with
+// equal products; a split dim keeps its split when it is the outermost
+// non-1 dim of its group on both sides (its blocks are then the output
+// dim's blocks, in row-major order).
+bool shard_reshape(const ShardQuery& q, ShardPlan& p) {
+  const Shape &s = q.in[0].shape, &t = q.out[0].shape;
+  const TensorLayout& l = q.in_layouts[0];
+  if (l.free || s.numel() == 0) return false;
+  TensorLayout want = l, out = TensorLayout::replicated(t.rank);
+  out.partial = l.partial;
+  int i = 0, j = 0;
+  while (i < s.rank || j < t.rank) {
+    const int gi = i, gj = j;
+    int64_t pi = i < s.rank ? s.dims[i++] : 1, pj = j < t.rank ? t.dims[j++] : 1;
+    while (pi != pj) {
+      if (pi < pj) {
+        if (i >= s.rank) return false;
+        pi *= s.dims[i++];
+      } else {
+        if (j >= t.rank) return false;
+        pj *= t.dims[j++];
+      }
+    }
+    int first_in = -1, first_out = -1;
+    for (int d = gi; d < i && first_in < 0; ++d)
+      if (s.dims[d] != 1) first_in = d;
+    for (int d = gj; d < j && first_out < 0; ++d)
+      if (t.dims[d] != 1) first_out = d;
+    for (int d = gi; d < i; ++d) {
+      const int a = l.dims[static_cast<size_t>(d)];
+      if (a == kReplicated) continue;
+      if (d == first_in && first_out >= 0 && shard::divides(q, t.dims[first_out], a))
+        out.dims[static_cast<size_t>(first_out)] = a;
+      else
+        want.dims[static_cast<size_t>(d)] = kReplicated;
+    }
+  }
+  p.in = {want};
+  p.out = {out};
+  p.local_attrs = *q.attrs;
+  if (q.op->name == "reshape") {
+    p.local_attrs.set("shape", AttrValue::of_ints(local_dims(q, t, out)));
+    p.attrs_changed = true;
+  }
+  return true;
+}
+
+bool shard_transpose(const ShardQuery& q, ShardPlan& p) {
+  const TensorLayout& l = q.in_layouts[0];
+  if (l.free) return false;
+  const std::vector<int64_t>& perm = q.attrs->get_ints("perm");
+  TensorLayout out = TensorLayout::replicated(static_cast<int>(perm.size()));
+  out.partial = l.partial;
+  for (size_t d = 0; d < perm.size(); ++d) out.dims[d] = l.dims[static_cast<size_t>(perm[d])];
+  p.in = {l};
+  p.out = {out};
+  return true;
+}
+
+// broadcast_to: elementwise from the input's dims; the local target shape.
+bool shard_broadcast_to(const ShardQuery& q, ShardPlan& p) {
+  if (!shard::elementwise(q, p, shard::Partial::kNone)) return false;
+  p.local_attrs = *q.attrs;
+  p.local_attrs.set("shape", AttrValue::of_ints(local_dims(q, q.out[0].shape, p.out[0])));
+  p.attrs_changed = true;
+  return true;
+}
+
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
@@ -280,15 +360,18 @@ void register_layout_ops(OpRegistry& r) {
     r.add(std::move(d));
   };
   add("reshape", {"shape", AttrType::kInts, true, {}}, infer_reshape,
-      "same data, new shape (one dim may be -1); returns a view", {reshape_bp});
+      "same data, new shape (one dim may be -1); returns a view", {reshape_bp, nullptr, true, shard_reshape});
   add("expand_dims", {"axes", AttrType::kInts, true, {}}, infer_expand_dims,
-      "inserts size-1 dims at axes (an int or ints, positions in the result); returns a view", {reshape_bp});
+      "inserts size-1 dims at axes (an int or ints, positions in the result); returns a view",
+      {reshape_bp, nullptr, true, shard_reshape});
   add("squeeze", {"axes", AttrType::kInts, false, none}, infer_squeeze,
-      "removes size-1 dims (every one when axes is empty); returns a view", {reshape_bp});
+      "removes size-1 dims (every one when axes is empty); returns a view",
+      {reshape_bp, nullptr, true, shard_reshape});
   add("transpose", {"perm", AttrType::kInts, false, none}, infer_transpose,
-      "permutes dims (reverses them when perm is empty)", {transpose_bp});
+      "permutes dims (reverses them when perm is empty)", {transpose_bp, nullptr, true, shard_transpose});
   add("broadcast_to", {"shape", AttrType::kInts, true, {}}, infer_broadcast_to,
-      "repeats x along size-1 and missing leading dims to reach shape (numpy rules)", {broadcast_to_bp});
+      "repeats x along size-1 and missing leading dims to reach shape (numpy rules)",
+      {broadcast_to_bp, nullptr, true, shard_broadcast_to});
   add("tile", {"reps", AttrType::kInts, true, {}}, infer_tile, "repeats x reps[d] times along each dim (numpy.tile)", {tile_bp});
   add("flip", {"axes", AttrType::kInts, false, none}, infer_flip,
       "reverses the order of elements along axes (all when empty)", {flip_bp});

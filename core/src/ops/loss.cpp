@@ -32,6 +32,7 @@
 #include <limits>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 
@@ -165,6 +166,36 @@ V cross_entropy_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, cons
   return {b.op("log_softmax_grad", {lp, dlp}, axis_attr(class_dim)), Value{}};
 }
 
+// Sharding (ir/sharding.h): the class dim (1, or 0 for one sample) stays
+// whole; the batch and spatial dims may be split when the loss is per
+// sample ("none": the output keeps the split) or summed ("sum": a partial
+// sum over those axes). "mean" divides by a count over the whole batch, so
+// it runs replicated.
+bool shard_loss(const ShardQuery& q, ShardPlan& p) {
+  const std::string& red = q.attrs->find("reduction")->s;
+  const TensorLayout& l = q.in_layouts[0];
+  const Shape& s = q.in[0].shape;
+  if (red == "mean" || l.free || s.rank < 2) return false;
+  TensorLayout scores = l, target = TensorLayout::replicated(q.in[1].shape.rank), out;
+  scores.partial = 0;
+  scores.dims[1] = kReplicated;
+  uint32_t split = 0;
+  for (int d = 0, t = 0; d < s.rank; ++d) {
+    if (d == 1) continue;
+    target.dims[static_cast<size_t>(t++)] = scores.dims[static_cast<size_t>(d)];
+    if (scores.dims[static_cast<size_t>(d)] != kReplicated) split |= 1u << scores.dims[static_cast<size_t>(d)];
+  }
+  if (red == "sum") {
+    out = TensorLayout::replicated(0);
+    out.partial = split;
+  } else {
+    out = target;
+  }
+  p.in = {scores, target};
+  p.out = {out};
+  return true;
+}
+
 void add(OpRegistry& r, const char* name, const char* scores, const char* doc, const Rules& rules) {
   OpDef d{name,
           {scores, "target"},
@@ -180,6 +211,7 @@ void add(OpRegistry& r, const char* name, const char* scores, const char* doc, c
           false,
           loss_cost};
   rules.apply(d);
+  d.sharding = shard_loss;
   r.add(std::move(d));
 }
 

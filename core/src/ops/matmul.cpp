@@ -4,6 +4,7 @@
 // the adjoint), linear with its decomposition.
 #include "ir/op.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -178,6 +179,84 @@ V linear_decompose(GradBuilder& b, const V& x, const Attrs&) {
   return {b.op("add", {b.op("matmul", {x[0], x[1]}, t), x[2]})};
 }
 
+// Sharding (ir/sharding.h). For a [.., m, k] x [k, n] product: batch and m
+// follow a, n follows b, and a split contraction dim k leaves every device
+// a partial sum over k's mesh axis (Megatron's row-parallel layer). k is
+// split where both inputs agree, or where one is split and the other is
+// whole or unplaced (that one is sliced locally, no communication); split
+// differently on both, it is gathered. Each mesh axis serves one dim.
+// `with_bias` (linear): the bias is added on every device, so k stays whole
+// and nothing may be partial.
+bool shard_product(const ShardQuery& q, ShardPlan& p, bool ta, bool tb, bool with_bias) {
+  const int ra = q.in[0].shape.rank, rb = q.in[1].shape.rank;
+  if (ra < 2 || rb < 2 || (rb != 2 && rb != ra)) return false;
+  if (rb == ra)
+    for (int d = 0; d < ra - 2; ++d)
+      if (q.in[0].shape.dims[d] != q.in[1].shape.dims[d]) return false;  // broadcast batch dims: replicate
+  const TensorLayout &la = q.in_layouts[0], &lb = q.in_layouts[1];
+  const int am = ta ? ra - 1 : ra - 2, ak = ta ? ra - 2 : ra - 1;
+  const int bk = tb ? rb - 1 : rb - 2, bn = tb ? rb - 2 : rb - 1;
+  auto axis_of = [](const TensorLayout& l, int d) { return l.free ? kReplicated : l.dims[static_cast<size_t>(d)]; };
+  const int64_t ksize = q.in[0].shape.dims[ak];
+  uint32_t used = 0;
+  auto take = [&](int a, int64_t size) {
+    if (a == kReplicated || (used & (1u << a)) || !shard::divides(q, size, a)) return kReplicated;
+    used |= 1u << a;
+    return a;
+  };
+  int k = kReplicated;
+  if (!with_bias) {
+    const int ka = axis_of(la, ak), kb = axis_of(lb, bk);
+    if (ka == kb || kb == kReplicated) k = ka;
+    else if (ka == kReplicated) k = kb;
+    k = take(k, ksize);
+  }
+  // At most one operand's partial sum survives (the product is bilinear).
+  uint32_t keep = 0;
+  const uint32_t pa = la.free ? 0 : la.partial, pb = lb.free ? 0 : lb.partial;
+  if (!with_bias && (pa == 0) != (pb == 0) && ((pa | pb) & used) == 0) keep = pa | pb;
+  used |= keep;
+  const int ro = ra;
+  TensorLayout out = TensorLayout::replicated(ro);
+  TensorLayout wa = TensorLayout::replicated(ra), wb = TensorLayout::replicated(rb);
+  for (int d = 0; d < ra - 2; ++d) {
+    int a = axis_of(la, d);
+    if (a == kReplicated && rb == ra) a = axis_of(lb, d);
+    a = take(a, q.in[0].shape.dims[d]);
+    out.dims[static_cast<size_t>(d)] = wa.dims[static_cast<size_t>(d)] = a;
+    if (rb == ra) wb.dims[static_cast<size_t>(d)] = a;
+  }
+  const int m = take(axis_of(la, am), q.in[0].shape.dims[am]);
+  const int n = take(axis_of(lb, bn), q.in[1].shape.dims[bn]);
+  wa.dims[static_cast<size_t>(am)] = m;
+  wa.dims[static_cast<size_t>(ak)] = k;
+  wb.dims[static_cast<size_t>(bk)] = k;
+  wb.dims[static_cast<size_t>(bn)] = n;
+  wa.partial = pa & keep;
+  wb.partial = pb & keep;
+  out.dims[static_cast<size_t>(ro - 2)] = m;
+  out.dims[static_cast<size_t>(ro - 1)] = n;
+  out.partial = keep | (k == kReplicated ? 0u : 1u << k);
+  p.in = {wa, wb};
+  if (with_bias) {
+    TensorLayout wbias = TensorLayout::replicated(1);
+    wbias.dims[0] = n;
+    p.in.push_back(wbias);
+  }
+  p.out = {out};
+  return true;
+}
+
+bool shard_matmul(const ShardQuery& q, ShardPlan& p) {
+  return shard_product(q, p, q.attrs->get_bool("transpose_a"), q.attrs->get_bool("transpose_b"), false);
+}
+
+// linear(x, weight [out, in], bias) = x @ weight^T + bias.
+bool shard_linear(const ShardQuery& q, ShardPlan& p) {
+  if (q.in[1].shape.rank != 2 || q.in[2].shape.rank != 1) return false;
+  return shard_product(q, p, false, true, true);
+}
+
 }  // namespace
 
 void register_matmul_ops(OpRegistry& r) {
@@ -194,6 +273,7 @@ void register_matmul_ops(OpRegistry& r) {
             false,
             matmul_cost};
   mm.bprop = matmul_bp;
+  mm.sharding = shard_matmul;
   r.add(std::move(mm));
   OpDef lin{"linear",
             {"x", "weight", "bias"},
@@ -208,6 +288,7 @@ void register_matmul_ops(OpRegistry& r) {
             linear_cost};
   lin.bprop = linear_bp;
   lin.decompose = linear_decompose;
+  lin.sharding = shard_linear;
   r.add(std::move(lin));
 }
 

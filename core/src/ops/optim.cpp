@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 
@@ -303,6 +304,31 @@ V decompose_clip(ir::Builder& b, const V& x, const Attrs& a) {
   return out;
 }
 
+// Sharding (ir/sharding.h): an update is elementwise per parameter, so the
+// grad and state of parameter j take parameter j's layout (a parameter not
+// placed yet takes its gradient's), and so do the outputs for it; the
+// scalar inputs are replicated. Partial gradients are summed first.
+bool shard_update(const ShardQuery& q, ShardPlan& p) {
+  const bool adam = q.op->name == "adam_update";
+  const size_t scalars = adam ? 3 : 2;
+  const size_t groups = adam ? (q.attrs->get_bool("amsgrad") ? 5 : 4) : (q.attrs->get_float("momentum") > 0 ? 3 : 2);
+  if (q.in.size() <= scalars || (q.in.size() - scalars) % groups != 0) return false;
+  const size_t n = (q.in.size() - scalars) / groups;
+  std::vector<TensorLayout> of(n);
+  for (size_t j = 0; j < n; ++j) {
+    const TensorLayout &w = q.in_layouts[scalars + j], &g = q.in_layouts[scalars + n + j];
+    of[j] = !w.free ? w : !g.free ? g : TensorLayout::replicated(q.in[scalars + j].shape.rank);
+    of[j].free = false;
+    of[j].partial = 0;
+  }
+  p.in.clear();
+  for (size_t i = 0; i < q.in.size(); ++i)
+    p.in.push_back(i < scalars ? TensorLayout::replicated(q.in[i].shape.rank) : of[(i - scalars) % n]);
+  p.out.clear();
+  for (size_t o = 0; o < q.out.size(); ++o) p.out.push_back(of[o % n]);
+  return true;
+}
+
 OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::string> outputs,
           std::vector<AttrSpec> attrs, InferFn infer, CostFn cost, DecomposeFn decompose, std::string doc) {
   OpDef d;
@@ -337,6 +363,7 @@ void register_optim_ops(OpRegistry& r) {
                   "See docs/ops-optim.md");
   sgd.in_place = true;
   sgd.in_place_input = update_in_place<2>;
+  sgd.sharding = shard_update;
   r.add(std::move(sgd));
 
   OpDef adam = def("adam_update", {"lr", "step", "grad_scale", "tensors"}, {"updated"},
@@ -350,6 +377,7 @@ void register_optim_ops(OpRegistry& r) {
                    "docs/ops-optim.md");
   adam.in_place = true;
   adam.in_place_input = update_in_place<3>;
+  adam.sharding = shard_update;
   r.add(std::move(adam));
 
   r.add(def("global_norm", {"tensors"}, {"norm"}, {}, infer_global_norm, norm_cost, decompose_global_norm,

@@ -38,6 +38,7 @@
 #include <algorithm>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 
@@ -340,13 +341,49 @@ void arg(OpRegistry& r, const char* name, const char* doc) {
   r.add(std::move(d));
 }
 
+// Sharding (ir/sharding.h). Kept dims keep their splits. A sum over a split
+// dim leaves each device its block's sum: a partial sum over that mesh axis.
+// sum and mean are linear, so a partial input stays partial; the other
+// reductions need their reduced dims whole and no partial input.
+bool shard_reduce(const ShardQuery& q, ShardPlan& p) {
+  const Shape& s = q.in[0].shape;
+  const TensorLayout& l = q.in_layouts[0];
+  if (l.free) return false;
+  const bool sum = q.op->name == "sum", linear = sum || q.op->name == "mean";
+  const std::vector<int64_t>& axes = q.attrs->get_ints("axes");
+  const bool keep = q.attrs->get_bool("keepdims");
+  std::vector<bool> reduced(static_cast<size_t>(s.rank), axes.empty());
+  for (int64_t a : axes) reduced[static_cast<size_t>(a < 0 ? a + s.rank : a)] = true;
+  TensorLayout want = l, out;
+  out.partial = linear ? l.partial : 0;
+  if (!linear) want.partial = 0;
+  for (int d = 0; d < s.rank; ++d) {
+    const int a = l.dims[static_cast<size_t>(d)];
+    if (!reduced[static_cast<size_t>(d)]) {
+      out.dims.push_back(a);
+      continue;
+    }
+    if (a != kReplicated) {
+      if (sum) out.partial |= 1u << a;
+      else want.dims[static_cast<size_t>(d)] = kReplicated;
+    }
+    if (keep) out.dims.push_back(kReplicated);
+  }
+  p.in = {want};
+  p.out = {out};
+  return true;
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
-  reduction(r, "sum", kArith, "sum over axes (all when empty); integers wrap around", {sum_bp});
-  reduction(r, "mean", kFloat, "mean over axes (all when empty)", {mean_bp, decompose_mean});
-  reduction(r, "max", kOrdered, "maximum over axes (all when empty); NaN propagates", {extreme_bp});
-  reduction(r, "min", kOrdered, "minimum over axes (all when empty); NaN propagates", {extreme_bp});
+  reduction(r, "sum", kArith, "sum over axes (all when empty); integers wrap around",
+            {sum_bp, nullptr, true, shard_reduce});
+  reduction(r, "mean", kFloat, "mean over axes (all when empty)", {mean_bp, decompose_mean, true, shard_reduce});
+  reduction(r, "max", kOrdered, "maximum over axes (all when empty); NaN propagates",
+            {extreme_bp, nullptr, true, shard_reduce});
+  reduction(r, "min", kOrdered, "minimum over axes (all when empty); NaN propagates",
+            {extreme_bp, nullptr, true, shard_reduce});
   reduction(r, "prod", kArith, "product over axes (all when empty); integers wrap around", {prod_bp});
   reduction(r, "logsumexp", kFloat, "log(sum(exp(x))) over axes (all when empty), computed stably", {logsumexp_bp},
             logsumexp_cost);

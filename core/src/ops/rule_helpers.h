@@ -18,15 +18,19 @@ using V = std::vector<Value>;
 using GradBuilder = ir::Builder;
 
 // How an op takes part in the transforms, given to a family's registration
-// helper: rules.apply(def) before registry.add(def).
+// helper: rules.apply(def) before registry.add(def). `shard` is the op's
+// sharding rule for the SPMD pass (ir/sharding.h, ops/shard_rules.h); an op
+// without one runs on replicated inputs.
 struct Rules {
   BpropFn bprop = nullptr;
   DecomposeFn decompose = nullptr;
   bool differentiable = true;
+  ShardingFn shard = nullptr;
   void apply(OpDef& d) const {
     d.bprop = bprop;
     d.decompose = decompose;
     d.differentiable = differentiable;
+    if (shard) d.sharding = shard;
   }
 };
 // Piecewise constant or boolean ops: no gradient flows through them.

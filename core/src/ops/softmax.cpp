@@ -18,6 +18,7 @@
 // ops (so third order works).
 #include "ir/op.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -117,6 +118,7 @@ void add(OpRegistry& r, const char* name, std::vector<std::string> inputs, Infer
           false,
           softmax_cost};
   rules.apply(d);
+  d.sharding = shard::along_axis;  // elementwise but along `axis`, which stays whole
   r.add(std::move(d));
 }
 

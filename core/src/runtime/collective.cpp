@@ -290,6 +290,69 @@ void Communicator::barrier() {
   check(api_->barrier(comm_, nullptr, timeout()), "barrier");
 }
 
+namespace {
+
+// Blocks of a tensor [pre, n * k, post] along the middle dim, as [n][pre][k][post]
+// (to_blocks) and back (from_blocks); bytes per element `e`.
+void to_blocks(const char* src, char* dst, int64_t pre, int64_t n, int64_t k, int64_t post, size_t e) {
+  const size_t row = static_cast<size_t>(k * post) * e;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t p = 0; p < pre; ++p)
+      std::memcpy(dst + static_cast<size_t>(r * pre + p) * row, src + static_cast<size_t>(p * n + r) * row, row);
+}
+void from_blocks(const char* src, char* dst, int64_t pre, int64_t n, int64_t k, int64_t post, size_t e) {
+  const size_t row = static_cast<size_t>(k * post) * e;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t p = 0; p < pre; ++p)
+      std::memcpy(dst + static_cast<size_t>(p * n + r) * row, src + static_cast<size_t>(r * pre + p) * row, row);
+}
+
+}  // namespace
+
+void Communicator::run_host(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
+                            const void* send, void* recv, int32_t reduce_op) {
+  if (op == "all_reduce") {
+    all_reduce_host(send, recv, static_cast<size_t>(in.shape.numel()), in.dtype, reduce_op);
+    return;
+  }
+  if (attrs.get_int("size") != size_)
+    fail(Code::kInvalidArgument, "[{}] the graph was built for {} ranks but communicator {} has {}", op,
+         attrs.get_int("size"), id_, size_);
+  const Shape& full = op == "all_gather" ? out.shape : in.shape;
+  const int64_t axis = attrs.get_int("axis");
+  int64_t pre = 1, post = 1;
+  for (int64_t d = 0; d < axis; ++d) pre *= full.dims[d];
+  for (int64_t d = axis + 1; d < full.rank; ++d) post *= full.dims[d];
+  const int64_t k = full.dims[axis] / size_;
+  const size_t e = dtype_size(in.dtype);
+  std::vector<char> tmp;
+  if (op == "all_gather") {
+    SPORA_NEED_FN(all_gather);
+    if (pre > 1) tmp.resize(static_cast<size_t>(out.shape.numel()) * e);
+    {
+      std::lock_guard<std::mutex> lock(call_mu_);
+      check(api_->all_gather(comm_, send, pre > 1 ? tmp.data() : recv, static_cast<size_t>(in.shape.numel()),
+                             in.dtype, nullptr, timeout()),
+            "all_gather");
+    }
+    if (pre > 1) from_blocks(tmp.data(), static_cast<char*>(recv), pre, size_, k, post, e);
+    return;
+  }
+  if (op == "reduce_scatter") {
+    SPORA_NEED_FN(reduce_scatter);
+    if (pre > 1) {
+      tmp.resize(static_cast<size_t>(in.shape.numel()) * e);
+      to_blocks(static_cast<const char*>(send), tmp.data(), pre, size_, k, post, e);
+    }
+    std::lock_guard<std::mutex> lock(call_mu_);
+    check(api_->reduce_scatter(comm_, pre > 1 ? tmp.data() : send, recv, static_cast<size_t>(out.shape.numel()),
+                               in.dtype, reduce_op, nullptr, timeout()),
+          "reduce_scatter");
+    return;
+  }
+  fail(Code::kInternal, "[{}] is not a collective the scheduler runs", op);
+}
+
 #undef SPORA_NEED_FN
 
 }  // namespace spora

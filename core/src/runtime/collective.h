@@ -49,6 +49,13 @@ class Communicator {
 
   // all_reduce over host memory the caller owns (the scheduler's host step).
   void all_reduce_host(const void* send, void* recv, size_t count, DType dtype, int32_t op);
+  // A graph's collective op (all_reduce, all_gather, reduce_scatter; see
+  // ops/collective.cpp) over host memory the caller owns: `attrs` are the
+  // node's validated attributes, `in`/`out` its input and output types.
+  // all_gather / reduce_scatter along a dim other than the outermost
+  // non-trivial one reorder blocks through a host buffer.
+  void run_host(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
+                const void* send, void* recv, int32_t reduce_op);
 
  private:
   Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend);

@@ -167,10 +167,10 @@ void run_collective(const Frame& f, const Step& step) {
     d->wait_idle();  // leaves the stream's pending error to the user's synchronize
   else
     d->synchronize();
-  const TensorMeta& m = f.p.graph.meta(step.inputs[0]);
-  comm->all_reduce_host(reinterpret_cast<const void*>(f.addr(step.inputs[0])),
-                        reinterpret_cast<void*>(f.addr(step.outputs[0])), static_cast<size_t>(m.shape.numel()),
-                        m.dtype, step.reduce_op);
+  const ir::Node& n = f.p.graph.node(step.node);
+  comm->run_host(n.op->name, n.attrs, f.p.graph.meta(step.inputs[0]), f.p.graph.meta(step.outputs[0]),
+                 reinterpret_cast<const void*>(f.addr(step.inputs[0])), reinterpret_cast<void*>(f.addr(step.outputs[0])),
+                 step.reduce_op);
 }
 
 void run_if(const Frame& f, Step& step) {

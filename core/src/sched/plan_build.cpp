@@ -79,7 +79,8 @@ void plan_apply(PlanBuild& b, int32_t id) {
     // Placement checked the memory is host memory.
     step->kind = Step::kCollective;
     step->group = call.attrs.get_int("group");
-    step->reduce_op = reduce_op_from_name(call.attrs.find("op")->s, n.op->name);
+    const AttrValue* op = call.attrs.find("op");  // all_gather has none
+    step->reduce_op = op ? reduce_op_from_name(op->s, n.op->name) : 0;
   } else {
     const bool host = p.on_host[static_cast<size_t>(id)];
     try {

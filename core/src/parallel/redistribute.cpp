@@ -1,0 +1,81 @@
+#include "parallel/redistribute.h"
+
+#include <fmt/format.h>
+
+#include "support/error.h"
+
+namespace spora::parallel {
+namespace {
+
+Attrs over(const Mesh& mesh, int axis) {
+  Attrs a;
+  a.set("group", AttrValue::of_int(mesh.groups[static_cast<size_t>(axis)]));
+  return a;
+}
+
+}  // namespace
+
+Shape local_shape(const Mesh& mesh, const Shape& global, const TensorLayout& l) {
+  Shape s = global;
+  for (int d = 0; d < s.rank && d < l.rank(); ++d)
+    if (l.dims[static_cast<size_t>(d)] != kReplicated) s.dims[d] /= mesh.shape[static_cast<size_t>(l.dims[static_cast<size_t>(d)])];
+  return s;
+}
+
+ir::Value redistribute(ir::Graph& g, const Mesh& mesh, ir::Value v, const TensorLayout& from, const TensorLayout& to,
+                       const ir::SourceLoc& loc) {
+  TensorLayout cur = from;
+  cur.free = false;
+  if (cur.rank() != to.rank())
+    fail(Code::kInternal, "[parallel] redistributing a rank-{} value to a rank-{} layout", cur.rank(), to.rank());
+  // 1. Partial sums the target does not keep: reduce-scatter into a dim the
+  //    target splits over the same axis, else all-reduce.
+  for (int a = 0; a < mesh.axes(); ++a) {
+    const uint32_t bit = 1u << a;
+    if (!(cur.partial & bit) || (to.partial & bit)) continue;
+    int dim = -1;
+    for (int d = 0; d < cur.rank() && dim < 0; ++d)
+      if (to.dims[static_cast<size_t>(d)] == a && cur.dims[static_cast<size_t>(d)] == kReplicated) dim = d;
+    Attrs attrs = over(mesh, a);
+    attrs.set("op", AttrValue::of_string("sum"));
+    if (dim >= 0) {
+      attrs.set("axis", AttrValue::of_int(dim));
+      attrs.set("size", AttrValue::of_int(mesh.shape[static_cast<size_t>(a)]));
+      v = g.add_op("reduce_scatter", {v}, attrs, loc)[0];
+      cur.dims[static_cast<size_t>(dim)] = a;
+    } else {
+      v = g.add_op("all_reduce", {v}, attrs, loc)[0];
+    }
+    cur.partial &= ~bit;
+  }
+  if (to.partial & ~cur.partial)
+    fail(Code::kInternal, "[parallel] a value laid out {} cannot become the partial sum {}", cur.str(), to.str());
+  // 2. Splits that go (or move to another axis): gather the dim whole.
+  for (int d = 0; d < cur.rank(); ++d) {
+    const int a = cur.dims[static_cast<size_t>(d)];
+    if (a == kReplicated || a == to.dims[static_cast<size_t>(d)]) continue;
+    Attrs attrs = over(mesh, a);
+    attrs.set("axis", AttrValue::of_int(d));
+    attrs.set("size", AttrValue::of_int(mesh.shape[static_cast<size_t>(a)]));
+    v = g.add_op("all_gather", {v}, attrs, loc)[0];
+    cur.dims[static_cast<size_t>(d)] = kReplicated;
+  }
+  // 3. Splits that come: this rank's block, sliced locally.
+  for (int d = 0; d < cur.rank(); ++d) {
+    const int a = to.dims[static_cast<size_t>(d)];
+    if (a == kReplicated || cur.dims[static_cast<size_t>(d)] == a) continue;
+    const int64_t size = g.meta(v).shape.dims[d], k = mesh.shape[static_cast<size_t>(a)];
+    if (size % k != 0)
+      fail(Code::kInternal, "[parallel] dim {} of size {} does not split over mesh axis {} ({} devices)", d, size, a, k);
+    const int64_t block = size / k, start = mesh.coord(a) * block;
+    Attrs attrs;
+    attrs.set("starts", AttrValue::of_ints({start}));
+    attrs.set("ends", AttrValue::of_ints({start + block}));
+    attrs.set("axes", AttrValue::of_ints({d}));
+    v = g.add_op("slice", {v}, attrs, loc)[0];
+    cur.dims[static_cast<size_t>(d)] = a;
+  }
+  return v;
+}
+
+}  // namespace spora::parallel
