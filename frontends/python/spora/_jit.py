@@ -17,6 +17,8 @@ import numpy as np
 
 from . import _C
 from . import _context
+from . import _parallel
+from . import _spmd
 from . import _tree
 from ._tensor import Tensor
 from ._trace import TraceState
@@ -196,6 +198,8 @@ class JitFunction:
             assigned = [p for p, _ in state.assigned.values()]
             values += [state.value(v) for _, v in state.assigned.values()]
             graph.set_outputs(values)
+            if _parallel.semi_auto():  # this rank's part of the step, before optimising it
+                self.last_plan = _spmd.partition(graph, state, len(values) - len(assigned), assigned)
             level = self.level if self.level is not None else _context.get_context("jit_level")
             graph.optimize(level)
             for name in _requested_passes:

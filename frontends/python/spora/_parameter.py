@@ -17,6 +17,13 @@ class Parameter(Tensor):
         self.name = name
         self.requires_grad = requires_grad
 
+    @property
+    def shape(self):
+        """The whole shape, also when semi_auto_parallel keeps only this
+        rank's block (spora._spmd; asnumpy() then gives the block)."""
+        s = self.__dict__.get("_spmd")
+        return s["shape"] if s is not None else Tensor.shape.__get__(self, type(self))
+
     def assign_value(self, value):
         """Replaces the contents with `value` (cast to this dtype and
         broadcast to this shape)."""
@@ -41,6 +48,9 @@ class Parameter(Tensor):
                 raise ValueError(f"[Parameter] set_data inside jit/grad must keep shape {self.shape} and dtype "
                                  f"{self.dtype.name} (got {v.shape}, {v.dtype.name})")
             tr.state.assign(self, v)
+        elif self.__dict__.get("_spmd") is not None and tuple(v.shape) == tuple(self.shape):
+            from . import _spmd  # a whole value for a split Parameter: keep this rank's block
+            self._set_value(Tensor(_spmd.local_block(self, v.asnumpy()), self.dtype, self.device))
         else:
             self._set_value(v._detach())
         return self

@@ -14,7 +14,7 @@ class TraceState:
     the finished gradient graph can be run on them or inlined into the
     enclosing graph."""
 
-    __slots__ = ("trace", "mode", "bindings", "memo", "weights", "assigned", "_names")
+    __slots__ = ("trace", "mode", "bindings", "memo", "weights", "weight_names", "assigned", "_names")
 
     def __init__(self, mode):
         self.trace = None
@@ -22,6 +22,7 @@ class TraceState:
         self.bindings = []   # inner: the tensor behind each graph input, in order
         self.memo = {}       # id(tensor) -> (value, tensor): each tensor enters once
         self.weights = []    # top: Parameters bound as weights, in order
+        self.weight_names = {}  # top: id(Parameter) -> its weight's name in the graph
         self.assigned = {}   # id(param) -> (param, new value), in assignment order
         self._names = set()
 
@@ -60,9 +61,10 @@ class TraceState:
             return m[0]
         g = self.trace.graph
         if t._is_param and self.mode == "top":
-            v = g.add_weight(self._unique(getattr(t, "name", None) or f"weight{len(self.weights)}"),
-                             t.dtype, t.shape)
+            name = self._unique(getattr(t, "name", None) or f"weight{len(self.weights)}")
+            v = g.add_weight(name, t.dtype, t.shape)  # a split Parameter's whole shape
             self.weights.append(t)
+            self.weight_names[key] = name
         elif t._is_param or _C.trace_of(t) is not None:
             return self.bind_input(t, getattr(t, "name", None))
         else:

@@ -15,6 +15,8 @@ from . import _C
 from . import _dtype as D
 from . import _opgen
 from ._tensor import Tensor, _call
+from ._primitive import (Primitive, MatMul, BatchMatMul, Add, Sub, Mul, Div, BiasAdd, ReLU, GeLU, Tanh,  # noqa: F401
+                         Sigmoid, Softmax, LogSoftmax, ReduceSum, ReduceMean, Transpose, Reshape)
 
 _FNS = _opgen.build()
 raw = _opgen.namespace(_FNS)

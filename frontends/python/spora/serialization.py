@@ -26,12 +26,21 @@ def _path(file, what):
     return os.fspath(file)
 
 
+def _whole(p):
+    """A Parameter split by semi_auto_parallel as its whole value (gathered:
+    collective, every rank saves), else p itself."""
+    from . import _spmd
+    if _spmd.info(p) is None:
+        return p
+    return Tensor(_spmd.gather(p), p.dtype)
+
+
 def _named_tensors(save_obj):
     """(name, Tensor) pairs from a Cell, a list of Parameters, a list of
     {"name", "data"} dicts (MindSpore) or a {name: value} dict."""
     from .nn.cell import Cell
     if isinstance(save_obj, Cell):
-        return [(name, p) for name, p in save_obj.parameters_and_names()]
+        return [(name, _whole(p)) for name, p in save_obj.parameters_and_names()]
     if isinstance(save_obj, dict):
         items = list(save_obj.items())
     elif isinstance(save_obj, (list, tuple)):
@@ -40,7 +49,7 @@ def _named_tensors(save_obj):
             if isinstance(x, Parameter):
                 if not x.name:
                     raise ValueError(f"[save_checkpoint] Parameter {i} has no name")
-                items.append((x.name, x))
+                items.append((x.name, _whole(x)))
             elif isinstance(x, dict) and "name" in x and "data" in x:
                 items.append((x["name"], x["data"]))
             else:

@@ -75,6 +75,22 @@ void bind_comm(nb::module_& m) {
         return i;
       })
       .def_ro("backend", &PyComm::backend)
+      .def(
+          "split",
+          [](PyComm& c, int32_t color, int32_t key) {
+            // Collective: the ranks of one color form a communicator, ordered by key.
+            auto* out = new PyComm();
+            out->backend = c.backend;
+            spora_communicator_t* parent = live(c).c;
+            try {
+              call([&] { return spora_comm_split(parent, color, key, &out->c); });
+            } catch (...) {
+              delete out;
+              throw;
+            }
+            return out;
+          },
+          nb::arg("color"), nb::arg("key"), nb::rv_policy::take_ownership)
       .def("set_timeout", [](PyComm& c, int64_t ms) { check(spora_comm_set_timeout(live(c).c, ms)); })
       .def("abort", [](PyComm& c) { check(spora_comm_abort(live(c).c)); })
       .def("release", [](PyComm& c) {

@@ -144,6 +144,12 @@ void bind_graph(nb::module_& m) {
            })
       .def("optimize", [](PyGraph& g, int level) { check(spora_graph_optimize(g.g(), level), false); })
       .def("run_pass", [](PyGraph& g, const std::string& name) { check(spora_graph_run_pass(g.g(), name.c_str()), false); })
+      .def("partition",
+           [](PyGraph& g, const std::string& options) {
+             const char* report = nullptr;
+             check(spora_graph_partition(g.g(), options.c_str(), &report), false);
+             return std::string(report);
+           })
       .def("text",
            [](PyGraph& g) {
              const char* s = nullptr;

@@ -202,7 +202,37 @@ class Cell:
             object.__setattr__(c, "_amp_dtype", dt)
         return self
 
+    def shard(self, in_strategy, out_strategy=None):
+        """Semi-automatic parallelism (docs/parallel.md): lays the cell's
+        inputs out as in_strategy (one tuple per input, like
+        Primitive.shard) and, if given, its outputs as out_strategy; ops
+        inside follow by sharding propagation. Returns self."""
+        from .._primitive import strategy_string
+        ins = [strategy_string((s,), "Cell.shard") for s in in_strategy]
+        outs = None if out_strategy is None else [strategy_string((s,), "Cell.shard") for s in out_strategy]
+        self.__dict__["_spmd_shard"] = (ins, outs)
+        return self
+
+    def _sharded_construct(self, *args):
+        from .._tensor import _call
+        ins, outs = self.__dict__["_spmd_shard"]
+        if len(ins) != len(args):
+            raise ValueError(f"[Cell.shard] {type(self).__name__} takes {len(args)} inputs but in_strategy has "
+                             f"{len(ins)}")
+        # An identity (a reshape to the same shape) whose strategy the SPMD
+        # pass honours: the value is redistributed to that layout there.
+        def constrain(x, st):
+            return _call("reshape", [x], shape=list(x.shape), strategy=st)
+        out = self.construct(*[constrain(x, st) for x, st in zip(args, ins)])
+        if outs is None:
+            return out
+        single = not isinstance(out, (tuple, list))
+        res = [constrain(x, st) for x, st in zip([out] if single else out, outs)]
+        return res[0] if single else type(out)(res)
+
     def __call__(self, *args, **kwargs):
+        if "_spmd_shard" in self.__dict__ and not kwargs and (not _util.graph_mode() or _util.is_tracing()):
+            return self._sharded_construct(*args)
         if kwargs or not _util.graph_mode() or _util.is_tracing():
             if self._amp_dtype is None and self._amp_auto is None:
                 return self.construct(*args, **kwargs)
@@ -221,7 +251,8 @@ class Cell:
         fn = self._graph_fns.get(phase)
         if fn is None:
             amp = self._amp_dtype is not None or self._amp_auto is not None
-            fn = _util.jit(self._amp_construct if amp else self.construct)
+            body = self._sharded_construct if "_spmd_shard" in self.__dict__ else self.construct
+            fn = _util.jit(self._amp_construct if amp else body)
             self._graph_fns[phase] = fn
         _util.before_graph_run(self)
         return fn(*args)

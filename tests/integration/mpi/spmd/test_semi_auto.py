@@ -1,0 +1,168 @@
+"""Semi-automatic parallelism (docs/parallel.md), run by ctest under
+`mpirun -np 2` and `-np 4` (every rank runs this file; each test is
+collective).
+
+The check: an MLP with a wide hidden layer, its first matmul split by
+columns and its second by rows over every rank (Megatron's pair), trained
+under semi_auto_parallel for several steps, ends with the same weights and
+losses as the same MLP trained in one process; each rank holds 1/N of the
+split weights."""
+import os
+import tempfile
+
+import numpy as np
+import pytest
+
+import spora
+from spora import communication as comm
+from spora import nn, ops
+from spora.dataset import NumpySlicesDataset
+from spora.train import Model
+from spora import _spmd
+
+HIDDEN = 256
+
+
+@pytest.fixture(scope="module", autouse=True)
+def world():
+    comm.init("mpi", timeout_ms=120000)  # a failing rank must not hang the others
+    yield
+    spora.reset_auto_parallel_context()
+    comm.release()
+
+
+@pytest.fixture(autouse=True)
+def graph_mode():
+    spora.set_context(mode=spora.GRAPH_MODE)
+    yield
+    spora.reset_auto_parallel_context()
+
+
+class MLP(nn.Cell):
+    """32 -> HIDDEN -> 10 with primitives, so each matmul can carry a strategy."""
+
+    def __init__(self, n=1, hidden=HIDDEN):
+        super().__init__()
+        rng = np.random.default_rng(7)  # the same weights on every rank
+        self.w1 = spora.Parameter(spora.Tensor((rng.standard_normal((32, hidden)) * 0.2).astype(np.float32)), name="w1")
+        self.b1 = spora.Parameter(spora.Tensor((rng.standard_normal(hidden) * 0.1).astype(np.float32)), name="b1")
+        self.w2 = spora.Parameter(spora.Tensor((rng.standard_normal((hidden, 10)) * 0.2).astype(np.float32)), name="w2")
+        self.b2 = spora.Parameter(spora.Tensor((rng.standard_normal(10) * 0.1).astype(np.float32)), name="b2")
+        self.mm1 = ops.MatMul().shard(((1, 1), (1, n)))   # columns of w1
+        self.mm2 = ops.MatMul().shard(((1, n), (n, 1)))   # rows of w2: partial sums, all-reduced
+        self.add1 = ops.Add()
+        self.add2 = ops.Add()
+        self.relu = ops.ReLU()
+
+    def construct(self, x):
+        h = self.relu(self.add1(self.mm1(x, self.w1), self.b1))
+        return self.add2(self.mm2(h, self.w2), self.b2)
+
+
+def make_data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    y = (np.abs(x[:, :10]).argmax(axis=1)).astype(np.int32)
+    return x, y
+
+
+class LossLog(spora.train.callbacks.Callback if hasattr(spora.train, "callbacks") else object):
+    pass
+
+
+def train(net, steps_data, lr=0.1):
+    opt = nn.Momentum(net.trainable_params(), learning_rate=lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    grad_fn = spora.value_and_grad(lambda x, y: loss_fn(net(x), y), grad_position=None, weights=opt.parameters)
+
+    @spora.jit
+    def step(x, y):
+        loss, grads = grad_fn(x, y)
+        opt(grads)
+        return loss
+
+    losses = [float(step(spora.Tensor(x), spora.Tensor(y)).asnumpy()) for x, y in steps_data]
+    return losses, step
+
+
+def batches(n_steps=6, batch=16):
+    x, y = make_data()
+    return [(x[i * batch % 64:(i * batch % 64) + batch], y[i * batch % 64:(i * batch % 64) + batch])
+            for i in range(n_steps)]
+
+
+def test_semi_auto_mlp_equals_single_process():
+    n = comm.get_group_size()
+    assert n >= 2, "run under mpirun -np 2 or 4"
+    data = batches()
+
+    ref = MLP(1)
+    ref_losses, _ = train(ref, data)
+
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n)
+    losses, step = train(net, data)
+
+    # Split weights: this rank holds 1/N of w1, b1 (propagated from w1's
+    # columns) and w2; b2 is whole.
+    assert net.w1.asnumpy().shape == (32, HIDDEN // n)
+    assert net.b1.asnumpy().shape == (HIDDEN // n,)
+    assert net.w2.asnumpy().shape == (HIDDEN // n, 10)
+    assert net.b2.asnumpy().shape == (10,)
+    assert net.w1.shape == (32, HIDDEN)  # the Parameter still reports its whole shape
+    for p in (net.w1, net.w2, net.b1):
+        assert p.asnumpy().nbytes * n == _spmd.gather(p).nbytes
+    rank = comm.get_rank()
+    np.testing.assert_array_equal(net.w1.asnumpy(), _spmd.gather(net.w1)[:, rank * HIDDEN // n:(rank + 1) * HIDDEN // n])
+
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    assert abs(losses[-1] - losses[0]) > 1e-3  # it trained
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+
+    # The rank's graph: both matmuls local, one all_reduce of the row-split
+    # product's partial sums in the forward pass; no weight is gathered.
+    text = step.last_graph.text()
+    assert "all_reduce(" in text, text
+    plan = _spmd.describe(step.last_plan)
+    assert "w1: (32, 256) [R, S0] -> local (32, %d)" % (HIDDEN // n) in plan, plan
+
+
+def test_checkpoint_saves_whole_tensors():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n)
+    train(net, batches(2))
+    whole = {p.name: _spmd.gather(p) for p in net.trainable_params()}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"rank{comm.get_rank()}.ckpt")
+        spora.save_checkpoint(net, path)
+        loaded = spora.load_checkpoint(path)
+        for name, value in whole.items():
+            np.testing.assert_array_equal(loaded[name].asnumpy(), value)
+        # Loading whole tensors into a split network keeps this rank's block.
+        net2 = MLP(n)
+        train(net2, batches(1))
+        spora.load_param_into_net(net2, loaded)
+        for p in net2.trainable_params():
+            np.testing.assert_array_equal(_spmd.gather(p), whole[p.name])
+
+
+def test_strategy_that_does_not_divide_names_op_line_and_numbers():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n, hidden=15)  # 15 columns do not split over 2 or 4 ranks
+    with pytest.raises(ValueError) as e:
+        train(net, batches(1))
+    msg = str(e.value)
+    assert "[matmul] strategy ((1, 1), (1, %d))" % n in msg, msg
+    assert "size 15" in msg and "%d blocks" % n in msg, msg
+    assert "test_semi_auto.py:" in msg, msg
+
+
+def test_device_num_must_match_the_launched_ranks():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n + 1)
+    net = MLP(n)
+    with pytest.raises(ValueError, match=f"device_num={n + 1} but the launched job has {n} ranks"):
+        train(net, batches(1))
