@@ -1,8 +1,9 @@
-// layer_norm's register path (math/layer_norm_fast.h): which rows take it,
-// and its host emulation (the device's slots, vectors and trees, for a
-// warp of 32 and of 64 lanes) against the reference kernel of
-// plugins/common/kernels/norm.cpp for every float dtype. Rows that do not
-// fit take the general kernel, checked here too at those lengths.
+// layer_norm's and layer_norm_grad's register path
+// (math/layer_norm_fast.h): which rows take it, and its host emulation (the
+// device's slots, vectors and trees, for a warp of 32 and of 64 lanes)
+// against the reference kernel of plugins/common/kernels/norm.cpp for every
+// float dtype. Rows that do not fit take the general kernel, checked here
+// too at those lengths.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -20,12 +21,12 @@ int32_t stats_dtype(int32_t dt) { return dt == SPORA_DTYPE_F16 || dt == SPORA_DT
 
 size_t size_of(int32_t dt) { return sp::dtype_size(dt); }
 
-sg::GnIndex layer_index(int64_t rows, int64_t len) {
+sg::GnIndex layer_index(int64_t rows, int64_t len, bool grad = false) {
   sp::Shape s;
   s.rank = 2;
   s.dims[0] = rows, s.dims[1] = len;
   sp::AttrList attrs;
-  return sg::gn_index_of("layer_norm", s, attrs);
+  return sg::gn_index_of(grad ? "layer_norm_grad" : "layer_norm", s, attrs);
 }
 
 // Fraction of elements that are bit-identical (NaN matching NaN).
@@ -70,11 +71,19 @@ TEST(GpuMathLayerNorm, RegisterPathCoversTheRowsThatFit) {
   EXPECT_EQ(u.threads, 32);
   EXPECT_EQ(u.per, 16);
   EXPECT_EQ(u.vec, 1);
-  // Not layer_norm's forward, or empty rows: the general kernel.
+  // The gradient caches a second value per slot: f16/bf16 rows up to 8192.
+  const sg::LnRegCfg g = sg::ln_reg_cfg(layer_index(3, 8192, true), 2, true, 32);
+  EXPECT_EQ(g.threads, 256);
+  EXPECT_EQ(g.per, 32);
+  EXPECT_EQ(sg::ln_reg_cfg(layer_index(3, 16384, true), 2, true, 32).threads, 0);
+  EXPECT_EQ(sg::ln_reg_cfg(layer_index(3, 1024, true), 4, true, 32).per, 32);
+  // Other norms, or empty rows: the general kernel.
   sp::Shape s;
-  s.rank = 2, s.dims[0] = 4, s.dims[1] = 64;
-  EXPECT_EQ(sg::ln_reg_cfg(sg::gn_index_of("layer_norm_grad", s, sp::AttrList{}), 4, true, 32).threads, 0);
+  s.rank = 3, s.dims[0] = 4, s.dims[1] = 8, s.dims[2] = 64;
+  sp::AttrList attrs;
+  EXPECT_EQ(sg::ln_reg_cfg(sg::gn_index_of("group_norm", s, attrs), 4, true, 32).threads, 0);
   EXPECT_EQ(sg::ln_reg_cfg(layer_index(4, 0), 4, true, 32).threads, 0);
+  EXPECT_EQ(sg::ln_reg_cfg(layer_index(4, 0, true), 4, true, 32).threads, 0);
 }
 
 // Every position of a row is some thread's slot exactly once, and slots past
@@ -89,7 +98,8 @@ TEST(GpuMathLayerNorm, SlotsCoverEachPositionOnce) {
     for (size_t size : {2u, 4u, 8u})
       for (bool vec_ok : {true, false})
         for (int64_t len : lens) {
-          const sg::LnRegCfg c = sg::ln_reg_cfg(layer_index(1, len), size, vec_ok, warp);
+         for (bool grad : {false, true}) {
+          const sg::LnRegCfg c = sg::ln_reg_cfg(layer_index(1, len, grad), size, vec_ok, warp);
           if (c.threads == 0) continue;
           ASSERT_EQ(c.per % c.vec, 0);
           std::vector<int> hits(static_cast<size_t>(len), 0);
@@ -103,6 +113,7 @@ TEST(GpuMathLayerNorm, SlotsCoverEachPositionOnce) {
               }
             }
           for (int64_t i = 0; i < len; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)], 1) << "len " << len << " pos " << i;
+         }
         }
 }
 
@@ -171,6 +182,75 @@ void check(int64_t rows, int64_t len, int32_t dt, bool affine, bool specials, bo
   }
 }
 
+// layer_norm_grad at the reference forward's statistics: dx from the
+// emulation of the register path (or the general kernel's), dgamma/dbeta
+// from the general kernel's column partials, which the device runs after it.
+void check_grad(int64_t rows, int64_t len, int32_t dt, bool affine, bool specials, bool vec_ok, int warp,
+                Checked* n) {
+  const sg::GnIndex gix0 = layer_index(rows, len, true);
+  const sg::LnRegCfg c = sg::ln_reg_cfg(gix0, size_of(dt), vec_ok, warp);
+  const std::string what = std::string("layer_norm_grad ") + sp::dtype_name(dt) + " [" + std::to_string(rows) +
+                           "," + std::to_string(len) + "]" + (affine ? "" : " identity affine") +
+                           (specials ? " specials" : "") + " warp " + std::to_string(warp) + " threads " +
+                           std::to_string(c.threads) + " per " + std::to_string(c.per) + " vec " +
+                           std::to_string(c.vec);
+  SCOPED_TRACE(what);
+  const int32_t st = stats_dtype(dt);
+  Tensor x = make(dt, {rows, len}), gamma = make(dt, {len}), beta = make(dt, {len}), dy = make(dt, {rows, len});
+  fill(x, -3, 5, specials);
+  fill(dy, -1, 1, specials);
+  if (affine) {
+    fill(gamma, -2, 2, false);
+  } else {
+    sg::visit_storage(dt, [&](auto tag) {
+      using T = decltype(tag);
+      for (int64_t i = 0; i < len; ++i) gamma.as<T>()[i] = sg::elem<T>::store(1.0f);
+    });
+  }
+  // The statistics of the reference forward.
+  Tensor y = make(dt, {rows, len}), mean = make(st, {rows}), invstd = make(st, {rows});
+  sp::KernelPlan fplan;
+  std::string why;
+  ASSERT_TRUE(ref_plan("layer_norm", {&x, &gamma, &beta}, {&y, &mean, &invstd}, {float_attr("eps", 1e-5)}, &fplan,
+                       &why))
+      << why;
+  ref_run(fplan, {&x, &gamma, &beta}, {&y, &mean, &invstd});
+  const std::vector<const Tensor*> in = {&x, &dy, &gamma, &mean, &invstd};
+  std::vector<Tensor> want = {make(dt, {rows, len}), make(dt, {len}), make(dt, {len})};
+  std::vector<Tensor> got = want;
+  for (Tensor& t : got) std::fill(t.bytes.begin(), t.bytes.end(), uint8_t{0xff});
+  sp::KernelPlan plan;
+  ASSERT_TRUE(ref_plan("layer_norm_grad", in, {&want[0], &want[1], &want[2]}, {float_attr("eps", 1e-5)}, &plan, &why))
+      << why;
+  ref_run(plan, in, {&want[0], &want[1], &want[2]});
+  const sg::GnIndex gix = sg::gn_index_of("layer_norm_grad", shape_of(x), plan.attrs);
+  std::vector<double> ws(sg::gn_workspace(gix) / sizeof(double) + 1, std::nan(""));
+  const void* ip[] = {x.bytes.data(), dy.bytes.data(), gamma.bytes.data(), mean.bytes.data(), invstd.bytes.data()};
+  void* op[] = {got[0].bytes.data(), got[1].bytes.data(), got[2].bytes.data()};
+  sg::visit_storage(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (sg::is_float_c<sg::compute_of<T>>) {
+      sg::gn_backward_emulate<T>(gix, ip, op, ws.data());
+      if (c.threads > 0) {
+        // dx from the register path alone.
+        std::fill(got[0].bytes.begin(), got[0].bytes.end(), uint8_t{0xff});
+        sg::ln_reg_backward_emulate<T>(gix, c, ip, op);
+      }
+    }
+  });
+  (c.threads > 0 ? n->fast : n->general) += 1;
+  const char* names[] = {"dx", "dgamma", "dbeta"};
+  for (size_t i = 0; i < 3; ++i) {
+    // As the general kernel's test: dx cancels, the parameter sums have
+    // mixed signs; absolute floors at the dtype's precision.
+    const double scale = i == 0 ? 8 : std::sqrt(static_cast<double>(x.numel() + 1)) * 4;
+    EXPECT_EQ(compare(got[i], want[i], 4 * ulp_rel(dt), scale * ulp_rel(dt), what + " " + names[i]), 0);
+    if (!specials && dt != SPORA_DTYPE_F64) {
+      EXPECT_GE(exact_fraction(got[i], want[i]), 0.9) << names[i];
+    }
+  }
+}
+
 const int64_t kLens[] = {1, 7, 31, 64, 500, 1000, 1024, 2048, 4096, 4097, 8192, 16384, 16392};
 
 int64_t rows_for(int64_t len) { return len >= 4096 ? 3 : len >= 500 ? 5 : 9; }
@@ -185,6 +265,15 @@ TEST(GpuMathLayerNorm, RegisterPathMatchesReference) {
   EXPECT_GT(n.general, 2 * 4);
 }
 
+TEST(GpuMathLayerNorm, GradRegisterPathMatchesReference) {
+  Checked n;
+  for (int32_t dt : kFloatDtypes)
+    for (int64_t len : kLens)
+      for (bool affine : {true, false}) check_grad(rows_for(len), len, dt, affine, false, true, 32, &n);
+  EXPECT_GT(n.fast, 2 * 4 * 8);
+  EXPECT_GT(n.general, 2 * 4);
+}
+
 // Scalar slots (tensors not aligned to 16 bytes, or rows that are no whole
 // number of vectors) and the ROCm plugin's 64-lane warps.
 TEST(GpuMathLayerNorm, ScalarSlotsAndWideWarpsMatchReference) {
@@ -193,18 +282,25 @@ TEST(GpuMathLayerNorm, ScalarSlotsAndWideWarpsMatchReference) {
     for (int64_t len : {1, 7, 31, 100, 257, 512, 1000, 1024, 4096})
       for (int warp : {32, 64}) {
         check(rows_for(len), len, dt, true, false, false, warp, &n);
-        if (warp == 64) check(rows_for(len), len, dt, true, false, true, warp, &n);
+        check_grad(rows_for(len), len, dt, true, false, false, warp, &n);
+        if (warp == 64) {
+          check(rows_for(len), len, dt, true, false, true, warp, &n);
+          check_grad(rows_for(len), len, dt, true, false, true, warp, &n);
+        }
       }
-  EXPECT_GT(n.fast, 4 * 12);
+  EXPECT_GT(n.fast, 4 * 24);
 }
 
-// NaN and infinities in a row make its statistics and outputs NaN, as the
-// reference's; other rows are unaffected.
+// NaN and infinities in a row make its statistics and outputs (dx) NaN, as
+// the reference's; other rows are unaffected.
 TEST(GpuMathLayerNorm, SpecialValuesPropagateAsReference) {
   Checked n;
   for (int32_t dt : kFloatDtypes)
-    for (int64_t len : {40, 1024, 8192}) check(4, len, dt, true, true, true, 32, &n);
-  EXPECT_GT(n.fast, 4 * 2);
+    for (int64_t len : {40, 1024, 8192}) {
+      check(4, len, dt, true, true, true, 32, &n);
+      check_grad(4, len, dt, true, true, true, 32, &n);
+    }
+  EXPECT_GT(n.fast, 4 * 4);
 }
 
 }  // namespace

@@ -3,8 +3,8 @@
 // (math/group_norm_math.h has the arithmetic and the order). batch_norm is
 // planned here only when gpu_dnn_ops.cpp picks the own kernel
 // (plan_own_batch_norm): ROCm, or CUDA without cuDNN's help. layer_norm
-// rows that fit in registers take the register kernel instead
-// (math/layer_norm_fast.h): one read of x, one write of y.
+// rows that fit in registers take the register kernels instead
+// (math/layer_norm_fast.h): one read of x (and dy), one write of y (dx).
 #include <memory>
 #include <string>
 
@@ -17,6 +17,8 @@ namespace spora::gpu {
 namespace {
 
 constexpr int64_t kGnMaxGrid = 65535 * 8;
+
+bool al16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 unsigned grid_of(int64_t blocks) {
   return static_cast<unsigned>(blocks < 1 ? 1 : blocks > kGnMaxGrid ? kGnMaxGrid : blocks);
@@ -215,13 +217,58 @@ __global__ void __launch_bounds__(kLnThreads)
   }
 }
 
+// The gradient's dx: x and a = dy * gamma cached per thread.
+template <class T, int THREADS, int PER, int V>
+__global__ void __launch_bounds__(kLnThreads)
+    ln_reg_bwd_kernel(GnIndex ix, const T* x, const T* dy, const T* gamma, const compute_of<T>* mean,
+                      const compute_of<T>* invstd, T* dx) {
+  using C = compute_of<T>;
+  constexpr int kRows = kLnThreads / THREADS;
+  __shared__ double sh[THREADS > kWarp ? THREADS : 1];
+  const int t = static_cast<int>(threadIdx.x) % THREADS;
+  const double m = static_cast<double>(ix.len);
+  for (int64_t q = static_cast<int64_t>(blockIdx.x) * kRows + threadIdx.x / THREADS; q < ix.groups;
+       q += static_cast<int64_t>(gridDim.x) * kRows) {
+    const int64_t base = q * ix.qstride;
+    const C mu = mean[q], inv = invstd[q];
+    T v[PER];
+    C w[PER];
+#pragma unroll
+    for (int k = 0; k < PER; k += V) {
+      const int64_t pos = ln_reg_pos(THREADS, V, t, k);
+      if (pos < ix.len) {
+        T g[V], gm[V];
+        load_vec<V>(x, base + pos, &v[k]);
+        load_vec<V>(dy, base + pos, g);
+        load_vec<V>(gamma, pos, gm);
+#pragma unroll
+        for (int u = 0; u < V; ++u) w[k + u] = ln_reg_a<T>(g[u], gm[u]);
+      }
+    }
+    double sa, sax;
+    ln_reg_bwd_sums<T>(v, w, PER, THREADS, V, t, ix.len, mu, inv, &sa, &sax);
+    const C ma = static_cast<C>(ln_group_sum<THREADS>(sa, sh, t) / m);
+    const C max = static_cast<C>(ln_group_sum<THREADS>(sax, sh, t) / m);
+#pragma unroll
+    for (int k = 0; k < PER; k += V) {
+      const int64_t pos = ln_reg_pos(THREADS, V, t, k);
+      if (pos < ix.len) {
+        T o[V];
+#pragma unroll
+        for (int u = 0; u < V; ++u) o[u] = ln_reg_dx<T>(v[k + u], w[k + u], mu, inv, ma, max);
+        store_vec<V>(dx, base + pos, o);
+      }
+    }
+  }
+}
+
 template <int N>
 struct Int {
   static constexpr int value = N;
 };
 
-// Launches the register kernel of configuration c (from ln_reg_cfg);
-// false for a configuration without one.
+// Launches the register kernel (forward, or the gradient's dx) of
+// configuration c (from ln_reg_cfg); false for a configuration without one.
 template <class T>
 bool launch_ln_reg(const GnIndex& ix, const LnRegCfg& c, const void* const* in, void* const* out,
                    cudaStream_t stream) {
@@ -229,12 +276,20 @@ bool launch_ln_reg(const GnIndex& ix, const LnRegCfg& c, const void* const* in, 
   constexpr int kFull = static_cast<int>(16 / sizeof(T));
   bool done = false;
   auto go = [&](auto th, auto per, auto vec) {
-    done = true;
     constexpr int TH = decltype(th)::value, P = decltype(per)::value, V = decltype(vec)::value;
     constexpr int64_t kRows = kLnThreads / TH;
-    ln_reg_kernel<T, TH, P, V><<<grid_of((ix.groups + kRows - 1) / kRows), kLnThreads, 0, stream>>>(
-        ix, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),
-        static_cast<T*>(out[0]), static_cast<C*>(out[1]), static_cast<C*>(out[2]));
+    const unsigned grid = grid_of((ix.groups + kRows - 1) / kRows);
+    if (!ix.backward) {
+      done = true;
+      ln_reg_kernel<T, TH, P, V><<<grid, kLnThreads, 0, stream>>>(
+          ix, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),
+          static_cast<T*>(out[0]), static_cast<C*>(out[1]), static_cast<C*>(out[2]));
+    } else if constexpr (P <= 32) {  // ln_block_max_per's limit of the gradient
+      done = true;
+      ln_reg_bwd_kernel<T, TH, P, V><<<grid, kLnThreads, 0, stream>>>(
+          ix, static_cast<const T*>(in[0]), static_cast<const T*>(in[1]), static_cast<const T*>(in[2]),
+          static_cast<const C*>(in[3]), static_cast<const C*>(in[4]), static_cast<T*>(out[0]));
+    }
   };
   auto warp = [&](auto per) {
     constexpr int P = decltype(per)::value;
@@ -281,7 +336,6 @@ cudaError_t launch_forward(const GnIndex& ix, const void* const* in, void* const
   using C = compute_of<T>;
   if (ix.groups == 0) return cudaSuccess;
   if (ix.kind == GnKind::kLayer) {
-    auto al16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
     const bool vec_ok = al16(in[0]) && al16(in[1]) && al16(in[2]) && al16(out[0]);
     const LnRegCfg c = ln_reg_cfg(ix, sizeof(T), vec_ok);
     if (c.threads > 0 && launch_ln_reg<T>(ix, c, in, out, stream)) return launched();
@@ -305,7 +359,13 @@ cudaError_t launch_backward(const GnIndex& ix, const void* const* in, void* cons
   const C* invstd = static_cast<const C*>(in[4]);
   T* dgamma = static_cast<T*>(out[1]);
   T* dbeta = static_cast<T*>(out[2]);
-  if (ix.groups > 0) {
+  LnRegCfg reg;
+  if (ix.kind == GnKind::kLayer) {
+    reg = ln_reg_cfg(ix, sizeof(T), al16(in[0]) && al16(in[1]) && al16(in[2]) && al16(out[0]));
+  }
+  if (ix.groups > 0 && reg.threads > 0 && launch_ln_reg<T>(ix, reg, in, out, stream)) {
+    if (cudaError_t e = launched(); e != cudaSuccess) return e;
+  } else if (ix.groups > 0) {
     gn_backward_kernel<T><<<grid_of(ix.groups), kGnThreads, 0, stream>>>(
         ix, x, dy, static_cast<const T*>(in[2]), mean, invstd, static_cast<T*>(out[0]), dgamma, dbeta);
     if (cudaError_t e = launched(); e != cudaSuccess) return e;
