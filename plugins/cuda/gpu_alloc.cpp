@@ -21,6 +21,14 @@ namespace {
 // blocks carved out of one pool chunk then stay aligned.
 constexpr size_t kGranule = 256;
 
+// The host-side block cache (see DeviceAllocator::cached): blocks up to this
+// size, this many bytes in all. Small blocks are where the runtime calls
+// dominate an op; larger ones run kernels that dwarf them.
+constexpr size_t kCacheBlockMax = size_t{1} << 20;
+constexpr uint64_t kCacheBytesMax = uint64_t{64} << 20;
+
+size_t rounded(size_t size) { return size == 0 ? kGranule : (size + kGranule - 1) / kGranule * kGranule; }
+
 spora_plugin_error_t* check(const std::string& what, cudaError_t e) {
   return e == cudaSuccess ? nullptr : runtime_error(what, e);
 }
@@ -48,6 +56,17 @@ struct DeviceAllocator {
   std::vector<LiveStream> streams;
   std::unordered_map<void*, size_t> sizes;  // live block -> size requested
   std::vector<void*> deferred;              // freed while a stream was being captured
+  // Blocks freed while exactly one stream was live (that stream, as in
+  // free_ordered's one-stream case), by rounded size, handed out again by
+  // allocate without a runtime call: cudaMallocFromPoolAsync and
+  // cudaFreeAsync cost more host time per eager op than the rest of its
+  // dispatch. Safe for the same reason stream-ordered reuse on that stream
+  // is: the old owner's work was queued on it before the free, the new
+  // owner's is queued after the allocation. Emptied into `deferred` before
+  // the set of live streams changes or when memory runs out.
+  cudaStream_t cache_stream = nullptr;
+  std::unordered_map<size_t, std::vector<void*>> cached;
+  uint64_t cached_bytes = 0;
   uint64_t allocated = 0, peak_allocated = 0;
   uint64_t malloc_reserved = 0, malloc_peak_reserved = 0;  // "malloc" mode: what cudaMalloc holds for us
 };
@@ -185,6 +204,36 @@ spora_plugin_error_t* flush_deferred(DeviceAllocator& a) {
   return nullptr;
 }
 
+// Gives every cached block back to the pool: queued as deferred frees, and
+// freed now unless a stream is capturing (then at the next call outside
+// the capture). Called while the stream the blocks were cached for is still
+// the only live one, so the frees need no events.
+spora_plugin_error_t* empty_cache(DeviceAllocator& a) {
+  if (a.cached_bytes == 0 && a.cached.empty()) return nullptr;
+  for (auto& [bytes, blocks] : a.cached) a.deferred.insert(a.deferred.end(), blocks.begin(), blocks.end());
+  a.cached.clear();
+  a.cached_bytes = 0;
+  a.cache_stream = nullptr;
+  return any_capturing(a) ? nullptr : flush_deferred(a);
+}
+
+// Whether blocks may enter or leave the cache now: exactly one live stream,
+// the one the cache holds blocks for, and no capture.
+bool cache_usable(DeviceAllocator& a, bool capture) {
+  if (capture || a.streams.size() != 1) return false;
+  return a.cache_stream == nullptr || a.cache_stream == a.streams[0].stream;
+}
+
+// A cached block of `bytes` (rounded), or null.
+void* from_cache(DeviceAllocator& a, size_t bytes) {
+  auto it = a.cached.find(bytes);
+  if (it == a.cached.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  a.cached_bytes -= bytes;
+  return p;
+}
+
 // One pool allocation ordered before any later use on any live stream.
 cudaError_t pool_alloc(DeviceAllocator& a, size_t bytes, bool capture, void** p, spora_plugin_error_t** err) {
   if (!capture && a.streams.size() == 1) return cudaMallocFromPoolAsync(p, bytes, a.pool, a.streams[0].stream);
@@ -222,7 +271,7 @@ spora_plugin_error_t* allocate(int32_t device, size_t size, void** out) {
   if (size > SIZE_MAX - kGranule || (a.memory_bytes && size > a.memory_bytes))
     return plugin_error(SPORA_PLUGIN_OUT_OF_MEMORY,
                         what() + ": more than the device's " + std::to_string(a.memory_bytes) + " bytes of memory");
-  const size_t bytes = size == 0 ? kGranule : (size + kGranule - 1) / kGranule * kGranule;
+  const size_t bytes = rounded(size);
   std::unique_lock<std::mutex> lock(a.mu);
   if (auto* err = ensure_ready(device, a)) return err;
   void* p = nullptr;
@@ -235,14 +284,17 @@ spora_plugin_error_t* allocate(int32_t device, size_t size, void** out) {
     if (!capture) {
       if (auto* err = flush_deferred(a)) return err;
     }
+    if (cache_usable(a, capture)) p = from_cache(a, bytes);
     spora_plugin_error_t* err = nullptr;
-    cudaError_t e = pool_alloc(a, bytes, capture, &p, &err);
+    cudaError_t e = p ? cudaSuccess : pool_alloc(a, bytes, capture, &p, &err);
     if (err) return err;
     if (e == cudaErrorMemoryAllocation && !capture) {
       // Blocks whose frees are still queued behind running work cannot be
-      // handed out yet: wait for the device, then the pool has them. Not
-      // under the lock: queued host callbacks may free memory.
+      // handed out yet, nor can cached blocks of other sizes: give those
+      // back, wait for the device, then the pool has them. Not under the
+      // lock: queued host callbacks may free memory.
       (void)cudaGetLastError();
+      if ((err = empty_cache(a))) return err;
       lock.unlock();
       const cudaError_t sync = cudaDeviceSynchronize();
       lock.lock();
@@ -285,8 +337,7 @@ spora_plugin_error_t* release(int32_t device, void* ptr) {
   a.sizes.erase(it);
   a.allocated -= size;
   if (!a.use_pool) {
-    const size_t bytes = size == 0 ? kGranule : (size + kGranule - 1) / kGranule * kGranule;
-    a.malloc_reserved -= bytes;
+    a.malloc_reserved -= rounded(size);
     lock.unlock();  // cudaFree waits for the device's outstanding work (and host callbacks) first
     return check("mem_free", cudaFree(ptr));
   }
@@ -295,6 +346,13 @@ spora_plugin_error_t* release(int32_t device, void* ptr) {
     return nullptr;
   }
   if (auto* err = flush_deferred(a)) return err;
+  const size_t bytes = rounded(size);
+  if (cache_usable(a, false) && bytes <= kCacheBlockMax && a.cached_bytes + bytes <= kCacheBytesMax) {
+    a.cache_stream = a.streams[0].stream;
+    a.cached[bytes].push_back(ptr);
+    a.cached_bytes += bytes;
+    return nullptr;
+  }
   return free_ordered(a, ptr);
 }
 
@@ -307,6 +365,12 @@ spora_plugin_error_t* stream_added(int32_t device, cudaStream_t stream) {
   if (auto* err = check("stream_create: cudaEventCreateWithFlags", cudaEventCreateWithFlags(&s.mark, cudaEventDisableTiming)))
     return err;
   std::lock_guard<std::mutex> lock(a.mu);
+  // Cached blocks are only safe to reuse while one stream is live: free
+  // them on it while it still is.
+  if (auto* err = empty_cache(a)) {
+    (void)cudaEventDestroy(s.mark);
+    return err;
+  }
   // Blocks allocated so far are ready once the streams that allocated them
   // (and the allocator's own) reach their current ends.
   std::vector<cudaStream_t> before;
@@ -333,6 +397,12 @@ void stream_removed(int32_t device, cudaStream_t stream) {
   }
   DeviceAllocator& a = *ap;
   std::lock_guard<std::mutex> lock(a.mu);
+  // Freed on the stream they were cached for, which is still valid here.
+  if (spora_plugin_error_t* err = empty_cache(a)) {
+    host_log(SPORA_LOG_WARN, std::string("stream_destroy: returning cached blocks to the pool failed: ") +
+                                 (err->message ? err->message : ""));
+    err->destroy(err);
+  }
   for (auto it = a.streams.begin(); it != a.streams.end(); ++it) {
     if (it->stream != stream) continue;
     (void)cudaEventDestroy(it->mark);  // its work has finished (stream_destroy synchronized it)

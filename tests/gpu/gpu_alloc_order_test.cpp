@@ -303,12 +303,15 @@ int instance(void* p) { return model().live.at(reinterpret_cast<uintptr_t>(p)); 
 TEST(GpuAllocOrder, OneStreamReusesBlocksInStreamOrderWithoutEvents) {
   HostStream s;
   const int records = model().records;
-  void* a = allocate(1000);
+  // Larger than the host-side cache takes: through the pool.
+  const size_t big = (size_t{1} << 20) + 256;
+  void* a = allocate(big);
   use(s, a);
   use(s, a);
   const int first = instance(a);
   release(a);
-  void* b = allocate(1000);  // the model hands the same address out again
+  EXPECT_GE(model().blocks[static_cast<size_t>(first)].free_op, 0) << "freed to the pool";
+  void* b = allocate(big);  // the model hands the same address out again
   EXPECT_EQ(b, a);
   EXPECT_NE(instance(b), first);
   use(s, b);
@@ -316,6 +319,82 @@ TEST(GpuAllocOrder, OneStreamReusesBlocksInStreamOrderWithoutEvents) {
   EXPECT_EQ(model().records, records) << "one stream needs no events";
   EXPECT_EQ(model().violations(), "");
   s.destroy();
+}
+
+// With one live stream a small freed block stays with the allocator and the
+// next request of its size gets it back without any runtime call (what an
+// eager op's output costs); the model sees one block used by both owners in
+// stream order.
+TEST(GpuAllocOrder, OneStreamCachesSmallBlocksWithoutRuntimeCalls) {
+  HostStream s;
+  void* a = allocate(1000);
+  use(s, a);
+  const size_t ops = model().ops.size();
+  release(a);
+  void* b = allocate(1000);
+  EXPECT_EQ(b, a);
+  void* c = allocate(1000);  // b took the only cached block of the size
+  EXPECT_NE(c, a);
+  EXPECT_EQ(model().ops.size(), ops + 1) << "only c's allocation reached the runtime";
+  use(s, b);
+  use(s, c);
+  release(b);
+  release(c);
+  void* d = allocate(900);  // rounds to 1024 bytes too
+  EXPECT_EQ(d, c) << "the most recently freed block of the size";
+  use(s, d);
+  release(d);
+  EXPECT_TRUE(model().live.count(reinterpret_cast<uintptr_t>(a))) << "cached, not freed to the pool";
+  EXPECT_TRUE(model().live.count(reinterpret_cast<uintptr_t>(c))) << "cached, not freed to the pool";
+  s.destroy();  // gives the cached blocks back on the stream, after their uses
+  EXPECT_FALSE(model().live.count(reinterpret_cast<uintptr_t>(a)));
+  EXPECT_FALSE(model().live.count(reinterpret_cast<uintptr_t>(c)));
+  EXPECT_EQ(model().violations(), "");
+}
+
+// A second stream could touch a cached block while the first still runs
+// work on its old owner: the cache is freed on the first stream before the
+// second one is added, and blocks are then ordered with events.
+TEST(GpuAllocOrder, ASecondStreamEmptiesTheCacheFirst) {
+  HostStream s1;
+  void* a = allocate(4096);
+  use(s1, a);
+  const int first = instance(a);
+  release(a);
+  EXPECT_LT(model().blocks[static_cast<size_t>(first)].free_op, 0) << "cached";
+  HostStream s2;
+  EXPECT_GE(model().blocks[static_cast<size_t>(first)].free_op, 0) << "freed when s2 appeared";
+  void* b = allocate(4096);
+  use(s2, b);
+  use(s1, b);
+  release(b);
+  EXPECT_EQ(model().violations(), "");
+  s2.destroy();
+  void* c = allocate(4096);  // one stream again: cached blocks come back into use
+  use(s1, c);
+  release(c);
+  EXPECT_EQ(model().violations(), "");
+  s1.destroy();
+}
+
+// A block a capture gets is used by the captured graph every time it is
+// launched: never a cached block (it may still be referenced by queued
+// eager work and would be handed out again after the capture).
+TEST(GpuAllocOrder, ACaptureNeverGetsACachedBlock) {
+  HostStream s;
+  void* a = allocate(2000);
+  use(s, a);
+  release(a);  // cached
+  model().capturing[static_cast<size_t>(s.id)] = true;
+  void* c = allocate(2000);
+  EXPECT_NE(c, a);
+  model().capturing[static_cast<size_t>(s.id)] = false;
+  use(s, c);
+  release(c);
+  EXPECT_EQ(allocate(2000), c) << "cached after the capture, most recent first";
+  release(c);
+  s.destroy();
+  EXPECT_EQ(model().violations(), "");
 }
 
 TEST(GpuAllocOrder, TwoStreamsOrderFreesAfterBothAndAllocationsBeforeBoth) {
