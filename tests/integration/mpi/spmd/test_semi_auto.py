@@ -41,15 +41,17 @@ def graph_mode():
 class MLP(nn.Cell):
     """32 -> HIDDEN -> 10 with primitives, so each matmul can carry a strategy."""
 
-    def __init__(self, n=1, hidden=HIDDEN):
+    def __init__(self, n=1, hidden=HIDDEN, strategies=None):
         super().__init__()
         rng = np.random.default_rng(7)  # the same weights on every rank
         self.w1 = spora.Parameter(spora.Tensor((rng.standard_normal((32, hidden)) * 0.2).astype(np.float32)), name="w1")
         self.b1 = spora.Parameter(spora.Tensor((rng.standard_normal(hidden) * 0.1).astype(np.float32)), name="b1")
         self.w2 = spora.Parameter(spora.Tensor((rng.standard_normal((hidden, 10)) * 0.2).astype(np.float32)), name="w2")
         self.b2 = spora.Parameter(spora.Tensor((rng.standard_normal(10) * 0.1).astype(np.float32)), name="b2")
-        self.mm1 = ops.MatMul().shard(((1, 1), (1, n)))   # columns of w1
-        self.mm2 = ops.MatMul().shard(((1, n), (n, 1)))   # rows of w2: partial sums, all-reduced
+        s1, s2 = strategies or (((1, 1), (1, n)),   # columns of w1
+                                ((1, n), (n, 1)))   # rows of w2: partial sums, all-reduced
+        self.mm1 = ops.MatMul().shard(s1)
+        self.mm2 = ops.MatMul().shard(s2)
         self.add1 = ops.Add()
         self.add2 = ops.Add()
         self.relu = ops.ReLU()
@@ -166,3 +168,34 @@ def test_device_num_must_match_the_launched_ranks():
     net = MLP(n)
     with pytest.raises(ValueError, match=f"device_num={n + 1} but the launched job has {n} ranks"):
         train(net, batches(1))
+
+
+def test_2x2_mesh_with_named_axes_mixes_data_and_tensor_parallel():
+    """mesh (2, 2) named (dp, mp): the batch is split over dp (each rank
+    slices its rows of the whole batch), the hidden layer over mp; weight
+    gradients are partial sums over dp, all-reduced on the dp communicator
+    (data parallelism), the row-split product's over mp."""
+    n = comm.get_group_size()
+    if n != 4:
+        pytest.skip("needs 4 ranks")
+    data = batches()
+    ref = MLP(1)
+    ref_losses, _ = train(ref, data)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=4, mesh_shape=(2, 2),
+                                    axis_names=("dp", "mp"))
+    net = MLP(strategies=((("dp", 1), (1, "mp")), (("dp", "mp"), ("mp", 1))))
+    losses, step = train(net, data)
+    assert net.w1.asnumpy().shape == (32, HIDDEN // 2)
+    assert net.w2.asnumpy().shape == (HIDDEN // 2, 10)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    plan = _spmd.describe(step.last_plan)
+    assert "[R, Smp]" in plan and "[Sdp, R]" in plan, plan
+
+
+def test_mesh_shape_must_hold_device_num():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n, mesh_shape=(n, 2))
+    with pytest.raises(ValueError, match=f"mesh_shape=\\({n}, 2\\) holds {2 * n} devices but device_num={n}"):
+        train(MLP(n), batches(1))
