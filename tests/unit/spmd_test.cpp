@@ -226,3 +226,36 @@ TEST(SpmdPass, StrategyOnAnOpWithoutARuleIsAnErrorUnderSemiAuto) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+TEST(SpmdPass, PartialSumWantedSplitIsReduceScattered) {
+  // y = x @ w with the contraction split: a partial sum; added to z split
+  // by rows, it is reduce-scattered by rows rather than all-reduced.
+  ir::Graph g;
+  const ir::Value x = g.add_input("x", SPORA_DTYPE_F32, shp({8, 12}));
+  const ir::Value z = g.add_input("z", SPORA_DTYPE_F32, shp({8, 6}));
+  const ir::Value w = g.add_weight("w", SPORA_DTYPE_F32, shp({12, 6}));
+  Attrs s1, s2, r;
+  s1.set("strategy", AttrValue::of_string("1,2;2,1"));
+  s2.set("strategy", AttrValue::of_string("2,1"));
+  s2.set("shape", AttrValue::of_ints({8, 6}));
+  const ir::Value y = g.add_op("matmul", {x, w}, s1)[0];
+  const ir::Value zs = g.add_op("reshape", {z}, s2)[0];
+  g.set_outputs({g.add_op("add", {y, zs}, {})[0]});
+  parallel::PartitionOptions o;
+  o.mesh.shape = {2};
+  o.mesh.groups = {9};
+  o.mesh.rank = 1;
+  const parallel::PartitionResult res = parallel::partition(g, o);
+  const std::string text = ir::to_text(res.graph);
+  EXPECT_NE(text.find("reduce_scatter(%4) {axis=0, group=9, op=\"sum\", size=2} : f32[4,6]"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("all_reduce"), std::string::npos) << text;
+  EXPECT_EQ(res.weights[0].local, shp({6, 6}));  // w's rows follow x's split contraction
+  EXPECT_EQ(res.graph.meta(res.graph.outputs()[0]).shape, shp({8, 6}));
+}
+
+}  // namespace
+}  // namespace spora

@@ -199,3 +199,25 @@ def test_mesh_shape_must_hold_device_num():
     spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n, mesh_shape=(n, 2))
     with pytest.raises(ValueError, match=f"mesh_shape=\\({n}, 2\\) holds {2 * n} devices but device_num={n}"):
         train(MLP(n), batches(1))
+
+
+def test_cell_shard_splits_the_cell_inputs():
+    """Cell.shard(in_strategy): the MLP's input split by rows over every rank
+    (data parallel inside the step, propagated through both matmuls; the
+    weights stay whole and their gradients are all-reduced)."""
+    n = comm.get_group_size()
+    data = batches()
+    ref = MLP(1)
+    ref_losses, _ = train(ref, data)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n)
+    net.mm1.strategy = net.mm2.strategy = None  # only the cell's input is annotated
+    net.shard(in_strategy=((n, 1),))
+    losses, step = train(net, data)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        assert p.asnumpy().shape == p_ref.asnumpy().shape  # nothing split
+        np.testing.assert_allclose(p.asnumpy(), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    plan = _spmd.describe(step.last_plan)
+    assert "reshape [strategy ((%d, 1),)]: ([S0, R]) -> ([S0, R])" % n in plan, plan
+    assert "matmul: ([S0, R], [R, R]) -> ([S0, R])" in plan, plan
