@@ -259,3 +259,29 @@ TEST(SpmdPass, PartialSumWantedSplitIsReduceScattered) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+TEST(SpmdPass, SplitMovingToAnotherDimIsOneAllToAll) {
+  ir::Graph g;
+  const ir::Value x = g.add_input("x", SPORA_DTYPE_F32, shp({8, 6}));
+  Attrs rows, cols;
+  rows.set("strategy", AttrValue::of_string("2,1"));
+  rows.set("shape", AttrValue::of_ints({8, 6}));
+  cols.set("strategy", AttrValue::of_string("1,2"));
+  cols.set("shape", AttrValue::of_ints({8, 6}));
+  const ir::Value y = g.add_op("reshape", {x}, rows)[0];
+  g.set_outputs({g.add_op("reshape", {y}, cols)[0]});
+  parallel::PartitionOptions o;
+  o.mesh.shape = {2};
+  o.mesh.groups = {9};
+  const parallel::PartitionResult res = parallel::partition(g, o);
+  const std::string text = ir::to_text(res.graph);
+  EXPECT_NE(text.find("all_to_all(%2) {concat_axis=0, group=9, size=2, split_axis=1} : f32[8,3]"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("all_gather(%2)"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace spora

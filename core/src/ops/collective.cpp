@@ -1,5 +1,5 @@
 // Collective ops in graphs over a communicator: all_reduce(x);
-// all_gather(x) and reduce_scatter(x) along a dim (what the SPMD pass,
+// all_gather(x), reduce_scatter(x) and all_to_all(x) along dims (what the SPMD pass,
 // parallel/, inserts to move tensors between layouts).
 //
 // Contract: "group" is the id of a live communicator (spora_comm_id), looked
@@ -22,6 +22,11 @@
 // (x's dim must divide by size). Gradients, with the job's loss the sum of
 // every rank's: all_gather's is reduce_scatter (sum) of the adjoints; a
 // reduce_scatter (sum)'s is all_gather of them; mean scales by 1/size.
+//
+// all_to_all(x) {split_axis, concat_axis, group, size}: x cut into `size`
+// blocks along split_axis, block j sent to rank j; the blocks received are
+// concatenated along concat_axis in rank order (a split moving from one dim
+// to another). Its gradient is all_to_all with the two axes swapped.
 #include "ops/collective.h"
 
 #include <spora/plugin.h>
@@ -128,6 +133,33 @@ V reduce_scatter_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const
   return {g};
 }
 
+void infer_all_to_all(const OpDef& op, const TensorMeta* in, OpCall& call) {
+  check_group(op, call.attrs);
+  const int rank = in[0].shape.rank;
+  if (rank == 0) fail(Code::kInvalidArgument, "[{}] x must have rank >= 1", op.name);
+  const int64_t sa = norm_axis(op, call.attrs.get_int("split_axis"), rank);
+  const int64_t ca = norm_axis(op, call.attrs.get_int("concat_axis"), rank);
+  call.attrs.set("split_axis", AttrValue::of_int(sa));
+  call.attrs.set("concat_axis", AttrValue::of_int(ca));
+  const int64_t n = call.attrs.get_int("size");
+  Shape s = in[0].shape;
+  if (s.dims[sa] % n != 0)
+    fail(Code::kInvalidArgument, "[{}] split_axis {} of shape {} does not divide over {} ranks", op.name, sa, s.str(),
+         n);
+  s.dims[sa] /= n;
+  s.dims[ca] *= n;
+  call.num_outputs = 1;
+  call.out[0] = {in[0].dtype, s};
+  call.result[0] = s;
+}
+
+V all_to_all_bp(GradBuilder& b, const ir::Node& n, const V&, const V&, const V& dy) {
+  Attrs a = n.attrs;
+  a.set("split_axis", AttrValue::of_int(n.attrs.get_int("concat_axis")));
+  a.set("concat_axis", AttrValue::of_int(n.attrs.get_int("split_axis")));
+  return {b.op("all_to_all", {dy[0]}, a)};
+}
+
 const std::vector<DType> kCollectiveTypes = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16,
                                              SPORA_DTYPE_I32, SPORA_DTYPE_I64, SPORA_DTYPE_U8,  SPORA_DTYPE_BOOL};
 
@@ -148,6 +180,17 @@ void register_collective_ops(OpRegistry& r) {
            "divide by size"};
   rs.bprop = reduce_scatter_bp;
   r.add(std::move(rs));
+  OpDef a2a{"all_to_all",
+            {"x"},
+            {"y"},
+            {AttrSpec{"split_axis", AttrType::kInt, false, AttrValue::of_int(0)},
+             AttrSpec{"concat_axis", AttrType::kInt, false, AttrValue::of_int(0)}, group, size},
+            kCollectiveTypes,
+            infer_all_to_all,
+            "x cut into size blocks along split_axis, block j to rank j; what each rank receives concatenated "
+            "along concat_axis in rank order"};
+  a2a.bprop = all_to_all_bp;
+  r.add(std::move(a2a));
   OpDef d{"all_reduce",
           {"x"},
           {"y"},
@@ -165,7 +208,8 @@ void register_collective_ops(OpRegistry& r) {
 }  // namespace
 
 bool is_collective_op(const OpDef& op) {
-  return op.name == "all_reduce" || op.name == "all_gather" || op.name == "reduce_scatter";
+  return op.name == "all_reduce" || op.name == "all_gather" || op.name == "reduce_scatter" ||
+         op.name == "all_to_all";
 }
 
 int32_t reduce_op_from_name(const std::string& name, const std::string& who) {

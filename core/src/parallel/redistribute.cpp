@@ -50,10 +50,27 @@ ir::Value redistribute(ir::Graph& g, const Mesh& mesh, ir::Value v, const Tensor
   }
   if (to.partial & ~cur.partial)
     fail(Code::kInternal, "[parallel] a value laid out {} cannot become the partial sum {}", cur.str(), to.str());
-  // 2. Splits that go (or move to another axis): gather the dim whole.
+  // 2. Splits that go: a split moving to another dim over the same axis is
+  //    one all_to_all; otherwise the dim is gathered whole.
   for (int d = 0; d < cur.rank(); ++d) {
     const int a = cur.dims[static_cast<size_t>(d)];
     if (a == kReplicated || a == to.dims[static_cast<size_t>(d)]) continue;
+    const int64_t k = mesh.shape[static_cast<size_t>(a)];
+    int moved = -1;
+    for (int d2 = 0; d2 < cur.rank() && moved < 0; ++d2)
+      if (to.dims[static_cast<size_t>(d2)] == a && cur.dims[static_cast<size_t>(d2)] == kReplicated &&
+          g.meta(v).shape.dims[d2] % k == 0)
+        moved = d2;
+    if (moved >= 0) {
+      Attrs attrs = over(mesh, a);
+      attrs.set("split_axis", AttrValue::of_int(moved));
+      attrs.set("concat_axis", AttrValue::of_int(d));
+      attrs.set("size", AttrValue::of_int(k));
+      v = g.add_op("all_to_all", {v}, attrs, loc)[0];
+      cur.dims[static_cast<size_t>(d)] = kReplicated;
+      cur.dims[static_cast<size_t>(moved)] = a;
+      continue;
+    }
     Attrs attrs = over(mesh, a);
     attrs.set("axis", AttrValue::of_int(d));
     attrs.set("size", AttrValue::of_int(mesh.shape[static_cast<size_t>(a)]));

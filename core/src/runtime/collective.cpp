@@ -318,6 +318,33 @@ void Communicator::run_host(const std::string& op, const Attrs& attrs, const Ten
   if (attrs.get_int("size") != size_)
     fail(Code::kInvalidArgument, "[{}] the graph was built for {} ranks but communicator {} has {}", op,
          attrs.get_int("size"), id_, size_);
+  if (op == "all_to_all") {
+    SPORA_NEED_FN(all_to_all);
+    // Send block j (along split_axis) to rank j: pack the blocks contiguous;
+    // unpack what arrives (one block per rank) along concat_axis.
+    const Shape& x = in.shape;
+    const int64_t sa = attrs.get_int("split_axis"), ca = attrs.get_int("concat_axis");
+    auto around = [](const Shape& s, int64_t axis, int64_t* before, int64_t* after) {
+      *before = *after = 1;
+      for (int64_t d = 0; d < axis; ++d) *before *= s.dims[d];
+      for (int64_t d = axis + 1; d < s.rank; ++d) *after *= s.dims[d];
+    };
+    int64_t sp, sq, cp, cq;
+    around(x, sa, &sp, &sq);
+    Shape block = x;
+    block.dims[sa] /= size_;
+    around(block, ca, &cp, &cq);
+    std::vector<char> packed(static_cast<size_t>(x.numel()) * dtype_size(in.dtype)), got(packed.size());
+    to_blocks(static_cast<const char*>(send), packed.data(), sp, size_, x.dims[sa] / size_, sq, dtype_size(in.dtype));
+    {
+      std::lock_guard<std::mutex> lock(call_mu_);
+      check(api_->all_to_all(comm_, packed.data(), got.data(), static_cast<size_t>(block.numel()), in.dtype, nullptr,
+                             timeout()),
+            "all_to_all");
+    }
+    from_blocks(got.data(), static_cast<char*>(recv), cp, size_, block.dims[ca], cq, dtype_size(in.dtype));
+    return;
+  }
   const Shape& full = op == "all_gather" ? out.shape : in.shape;
   const int64_t axis = attrs.get_int("axis");
   int64_t pre = 1, post = 1;

@@ -93,3 +93,24 @@ def test_size_must_match_the_communicator():
 
     with pytest.raises(Exception, match=f"built for {n + 1} ranks but communicator"):
         gather(spora.Tensor(np.ones((2, 2))))
+
+
+@pytest.mark.parametrize("split_axis,concat_axis", [(1, 0), (0, 2), (2, 2)])
+def test_all_to_all_and_its_gradient(split_axis, concat_axis):
+    spora.set_context(mode=spora.GRAPH_MODE)
+    r, n, gid = comm.get_rank(), comm.get_group_size(), comm._comm().id
+    shape = [2 * n, 2 * n, 3 * n]
+    every = [rank_block(k, shape) for k in range(n)]
+
+    def a2a(t, s=split_axis, c=concat_axis):
+        return _call("all_to_all", [t], split_axis=s, concat_axis=c, group=gid, size=n)
+
+    # Rank r receives block r (along split_axis) of every rank's x.
+    want = np.concatenate([np.split(every[k], n, axis=split_axis)[r] for k in range(n)], axis=concat_axis)
+    np.testing.assert_array_equal(spora.jit(a2a)(spora.Tensor(every[r])).asnumpy(), want)
+    # Gradient of sum over ranks of sum(c_r * a2a(x_r)): block j of dx_r
+    # along split_axis is rank j's c block r (along concat_axis).
+    cs = [rank_block(k + 3, want.shape) for k in range(n)]
+    g = spora.jit(spora.grad(lambda t: (a2a(t) * spora.Tensor(cs[r])).sum()))(spora.Tensor(every[r])).asnumpy()
+    want_g = np.concatenate([np.split(cs[j], n, axis=concat_axis)[r] for j in range(n)], axis=split_axis)
+    np.testing.assert_array_equal(g, want_g)

@@ -221,3 +221,20 @@ def test_cell_shard_splits_the_cell_inputs():
     plan = _spmd.describe(step.last_plan)
     assert "reshape [strategy ((%d, 1),)]: ([S0, R]) -> ([S0, R])" % n in plan, plan
     assert "matmul: ([S0, R], [R, R]) -> ([S0, R])" in plan, plan
+
+
+def test_split_moving_between_dims_is_one_all_to_all():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    rows = ops.Reshape().shard(((n, 1),))
+    cols = ops.Reshape().shard(((1, n),))
+    shape = (4 * n, 2 * n)
+    x = (np.arange(8 * n * n, dtype=np.float32).reshape(shape) - 5) / 7
+
+    @spora.jit
+    def f(t):
+        return cols(rows(t, shape) * 2.0, shape) + 1.0
+
+    np.testing.assert_allclose(f(spora.Tensor(x)).asnumpy(), x * 2 + 1, rtol=1e-6)
+    text = f.last_graph.text()
+    assert text.count("all_to_all(") == 1 and "concat_axis=0" in text, text
