@@ -11,6 +11,11 @@
 //  - one live stream (the host's usual case): blocks are allocated and
 //    freed on that stream itself, so stream order alone keeps a reused block
 //    away from the work queued before its free -- no event, no wait;
+//    small freed blocks (up to 1 MiB, 64 MiB in all) are even kept by the
+//    allocator and handed out again for the same rounded size without a
+//    runtime call (an eager op's output costs no cudaMallocFromPoolAsync /
+//    cudaFreeAsync), and given back to the pool on that stream before the
+//    set of live streams changes or when memory runs out;
 //  - several live streams: a free first makes the allocator's own stream
 //    wait for an event recorded on every live stream, then frees there; an
 //    allocation is made on that stream and every live stream waits for it;
