@@ -238,3 +238,26 @@ def test_split_moving_between_dims_is_one_all_to_all():
     np.testing.assert_allclose(f(spora.Tensor(x)).asnumpy(), x * 2 + 1, rtol=1e-6)
     text = f.last_graph.text()
     assert text.count("all_to_all(") == 1 and "concat_axis=0" in text, text
+
+
+def test_model_train_in_graph_mode_is_partitioned():
+    """spora.train.Model compiles its train step with spora.jit: under
+    semi_auto_parallel that step is partitioned like any other."""
+    n = comm.get_group_size()
+    x, y = make_data()
+
+    def fit(net):
+        opt = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
+        model = Model(net, nn.CrossEntropyLoss(), opt)
+        model.train(2, NumpySlicesDataset((x, y)).batch(16))
+        return model
+
+    ref = MLP(1)
+    fit(ref)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n)
+    model = fit(net)
+    assert net.w2.asnumpy().shape == (HIDDEN // n, 10)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    assert "all_reduce(" in model._train_step.jit.last_graph.text()
