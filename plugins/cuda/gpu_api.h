@@ -16,7 +16,9 @@
   X(stream_add_callback) X(stream_native_handle) X(event_create) X(event_destroy)              \
   X(event_record) X(event_query) X(event_synchronize) X(event_elapsed_ms)                      \
   /* gpu_kernels.cpp: planning and launching the CUDA/HIP kernels of kernels/ */                \
-  X(kernel_ops) X(kernel_create) X(kernel_destroy) X(kernel_launch)
+  X(kernel_ops) X(kernel_create) X(kernel_destroy) X(kernel_launch)                            \
+  /* gpu_capture.cpp: stream capture as CUDA/HIP graphs (ABI 1.2) */                            \
+  X(capture_begin) X(capture_end) X(captured_launch) X(captured_destroy)
 
 namespace spora::gpu {
 SPORA_SDK_DECLARE_DEVICE_FUNCTIONS(SPORA_GPU_DEVICE_FUNCTIONS)

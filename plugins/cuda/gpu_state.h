@@ -38,11 +38,19 @@ struct Kernel {
   GpuPlan plan;
 };
 
+// Recorded work (gpu_capture.cpp): an instantiated CUDA graph.
+struct Captured {
+  int32_t device = 0;
+  cudaGraphExec_t exec = nullptr;
+  ~Captured();
+};
+
 struct State {
   std::vector<Device> devices;
   spora::plugin::HandleTable<Stream> streams;
   spora::plugin::HandleTable<Event> events;
   spora::plugin::HandleTable<Kernel> kernels;
+  spora::plugin::HandleTable<Captured> captured;
 };
 
 // Set by spora_plugin_entry_v1; the host keeps it valid for the process.

@@ -17,7 +17,9 @@
   X(stream_add_callback) X(event_create) X(event_destroy) X(event_record) X(event_query)     \
   X(event_synchronize) X(event_elapsed_ms)                                                   \
   /* sim_kernels.cpp: kernels, run by the reference implementations */                       \
-  X(kernel_ops) X(kernel_create) X(kernel_destroy) X(kernel_launch)
+  X(kernel_ops) X(kernel_create) X(kernel_destroy) X(kernel_launch)                          \
+  /* sim_capture.cpp: stream capture (ABI 1.2) */                                            \
+  X(capture_begin) X(capture_end) X(captured_launch) X(captured_destroy)
 
 namespace spora::sim {
 SPORA_SDK_DECLARE_DEVICE_FUNCTIONS(SPORA_SIM_DEVICE_FUNCTIONS)

@@ -56,6 +56,7 @@ spora_plugin_error_t* stream_range(const char* what, spora_stream_t* handle, spo
 spora_plugin_error_t* may_wait(const char* fn, int32_t device, std::shared_ptr<Device>* out) {
   if (auto* err = get_device(fn, device, out)) return err;
   if (auto* err = refuse_in_callback(fn, device)) return err;
+  if (auto* err = refuse_in_capture(fn, device)) return err;
   return (*out)->sticky_error(fn);
 }
 
@@ -79,6 +80,7 @@ spora_plugin_error_t* mem_alloc(int32_t device, size_t size, spora_devptr_t* out
     if (auto* err = get_arena("mem_alloc", device, &arena)) return err;
     if (auto* err = get_device("mem_alloc", device, &d)) return err;
     if (auto* err = d->sticky_error("mem_alloc")) return err;
+    if (auto* err = refuse_in_capture("mem_alloc", device)) return err;
     uint64_t addr = 0;
     if (auto* err = arena->allocate(size, &addr)) return err;
     *out = reinterpret_cast<spora_devptr_t>(static_cast<uintptr_t>(addr));
@@ -94,6 +96,7 @@ spora_plugin_error_t* mem_free(int32_t device, spora_devptr_t ptr) {
     if (!ptr) return nullptr;
     if (auto* err = get_device("mem_free", device, &d)) return err;
     if (auto* err = refuse_in_callback("mem_free", device)) return err;
+    if (auto* err = refuse_in_capture("mem_free", device)) return err;
     // Queued work may still read or write the block: let it finish first.
     drain_device(device);
     if (auto* err = arena->release(address(ptr))) return err;
@@ -216,6 +219,7 @@ spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst,
           },
           Stream::Where::kCopyEngine);
     }
+    if (auto* err = s->refuse_capture("copy_h2d_async from pageable host memory")) return err;
     // Pageable: staged now, as cudaMemcpyAsync does; later writes to `src`
     // (by the host or by a callback queued before this copy) are not sent.
     auto staged = std::shared_ptr<char[]>(new char[size]);
@@ -272,7 +276,8 @@ spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst,
           if (size) std::memmove(d, from, size);
           return nullptr;
         },
-        Stream::Where::kCopyEngine);
+        Stream::Where::kCopyEngine, false, nullptr,
+        {{address(dst), size, "copy_d2d_async dst"}, {address(src), size, "copy_d2d_async src"}});
   });
 }
 
@@ -288,7 +293,7 @@ spora_plugin_error_t* memset_async(spora_stream_t* stream, spora_devptr_t dst, i
           if (size) std::memset(d, byte & 0xff, size);
           return nullptr;
         },
-        Stream::Where::kWorker);
+        Stream::Where::kWorker, false, nullptr, {{address(dst), size, "memset_async dst"}});
   });
 }
 

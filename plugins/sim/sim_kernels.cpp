@@ -48,6 +48,15 @@ spora_plugin_error_t* operand(const Kernel& k, const Arena& arena, spora_devptr_
   return arena.translate(static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), bytes, label.c_str(), out);
 }
 
+// The range an operand covers (already validated by operand()), for a
+// capture's replay to re-check.
+Stream::Range range_of(const Kernel& k, spora_devptr_t p, const TensorInfo& t, const std::string& what) {
+  size_t bytes = 0;
+  if (auto* err = tensor_bytes(k, t, what, &bytes)) err->destroy(err);
+  return Stream::Range{static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)), bytes,
+                       "kernel " + k.op + " " + what};
+}
+
 // Ops listed in SPORA_SIM_DISABLE_OPS (comma-separated) report "no kernel",
 // so tests can exercise the host's decomposition and fallback paths the
 // way a vendor device with a partial op set would.
@@ -150,16 +159,19 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     // reported by this call rather than later by the stream.
     Arena* arena = nullptr;
     if (auto* err = get_arena("kernel_launch", s->device(), &arena)) return err;
+    std::vector<Stream::Range> ranges;  // what a replay of a capture re-checks
     std::vector<const void*> in(static_cast<size_t>(plan.num_inputs));
     std::vector<void*> out(static_cast<size_t>(plan.num_outputs));
     for (int32_t i = 0; i < plan.num_inputs; ++i) {
       void* p = nullptr;
       if (auto* err = operand(*k, *arena, inputs[i], plan.in[i], "input " + std::to_string(i), &p)) return err;
       in[static_cast<size_t>(i)] = p;
+      if (s->capturing()) ranges.push_back(range_of(*k, inputs[i], plan.in[i], "input " + std::to_string(i)));
     }
     for (int32_t i = 0; i < plan.num_outputs; ++i) {
       if (auto* err = operand(*k, *arena, outputs[i], plan.out[i], "output " + std::to_string(i), &out[static_cast<size_t>(i)]))
         return err;
+      if (s->capturing()) ranges.push_back(range_of(*k, outputs[i], plan.out[i], "output " + std::to_string(i)));
     }
     void* ws = nullptr;
     if (plan.workspace > 0) {
@@ -168,6 +180,7 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
       w.shape.rank = 1;
       w.shape.dims[0] = static_cast<int64_t>(plan.workspace);
       if (auto* err = operand(*k, *arena, workspace, w, "workspace", &ws)) return err;
+      if (s->capturing()) ranges.push_back(range_of(*k, workspace, w, "workspace"));
     }
 
     const uint64_t launch = dev.count_launch();
@@ -190,7 +203,7 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
           spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
           return nullptr;
         },
-        Stream::Where::kWorker);
+        Stream::Where::kWorker, false, nullptr, std::move(ranges));
   });
 }
 

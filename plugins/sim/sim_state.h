@@ -29,12 +29,15 @@ struct Kernel {
   spora::plugin::KernelPlan plan;
 };
 
+struct Captured;  // sim_capture.cpp
+
 struct State {
   std::vector<std::unique_ptr<Arena>> arenas;     // one per device, index = device
   std::vector<std::shared_ptr<Device>> devices;   // engines and failure state, same index
   HandleTable<Stream> streams;
   HandleTable<Event> events;
   HandleTable<Kernel> kernels;
+  HandleTable<Captured> captured;
 };
 
 // Set by spora_plugin_entry_v1; the host keeps it valid for the process.
@@ -67,5 +70,10 @@ spora_plugin_error_t* get_event(const char* what, spora_event_t* handle, std::sh
 void drain_device(int32_t device);
 // The same for every device (host_free_pinned, like cudaFreeHost).
 void drain_all_devices();
+
+// An error when the calling thread captures on a stream of `device` (the
+// capture is then broken): `fn` would wait for the device or allocate, which
+// capture mode forbids (sim_capture.cpp). NULL otherwise.
+spora_plugin_error_t* refuse_in_capture(const char* fn, int32_t device);
 
 }  // namespace spora::sim

@@ -33,7 +33,8 @@ Stream::~Stream() {
   if (spora_plugin_error_t* err = close()) err->destroy(err);
 }
 
-spora_plugin_error_t* Stream::enqueue(Task task, Where where, bool wants_status, uint64_t* ticket) {
+spora_plugin_error_t* Stream::enqueue(Task task, Where where, bool wants_status, uint64_t* ticket,
+                                      std::vector<Range> ranges) {
   const auto due = std::chrono::steady_clock::now() + device_->lag();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -41,12 +42,63 @@ spora_plugin_error_t* Stream::enqueue(Task task, Where where, bool wants_status,
       return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
                                        "[sim] cannot enqueue work on a stream that is being destroyed");
     }
+    if (capturing_) {
+      if (capture_broken_.empty()) {
+        if (where == Where::kCallbackThread) capture_broken_ = "a host callback was enqueued";
+        else if (where == Where::kMarker) capture_broken_ = "an event was recorded or waited for";
+        else if (ticket) capture_broken_ = "a copy the caller waits for was enqueued";
+      }
+      if (!capture_broken_.empty()) {
+        return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
+                                         "[sim] the stream's capture is broken: " + capture_broken_);
+      }
+      recorded_.push_back(Recorded{std::move(task), where, std::move(ranges)});
+      return nullptr;
+    }
     queue_.push_back(Item{std::move(task), where, wants_status, due});
     ++enqueued_;
     if (ticket) *ticket = enqueued_;
   }
   work_cv_.notify_one();
   return nullptr;
+}
+
+spora_plugin_error_t* Stream::begin_capture() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capturing_)
+    return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] capture_begin: the stream already captures");
+  capturing_ = true;
+  capture_broken_.clear();
+  recorded_.clear();
+  return nullptr;
+}
+
+spora_plugin_error_t* Stream::end_capture(std::vector<Recorded>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capturing_)
+    return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[sim] capture_end: the stream is not capturing");
+  capturing_ = false;
+  std::vector<Recorded> work = std::move(recorded_);
+  recorded_.clear();
+  if (!capture_broken_.empty()) {
+    return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
+                                     "[sim] capture_end: the capture broke: " + std::exchange(capture_broken_, ""));
+  }
+  *out = std::move(work);
+  return nullptr;
+}
+
+bool Stream::capturing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capturing_;
+}
+
+spora_plugin_error_t* Stream::refuse_capture(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!capturing_) return nullptr;
+  if (capture_broken_.empty()) capture_broken_ = why;
+  return spora::plugin::make_error(SPORA_PLUGIN_INVALID_ARGUMENT,
+                                   "[sim] " + why + " (not allowed while capturing; the capture is broken)");
 }
 
 void Stream::wait_for(uint64_t ticket) {

@@ -30,7 +30,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "sim_device.h"
 
@@ -54,9 +56,39 @@ class Stream {
   int32_t device() const { return device_->index(); }
   Device& device_state() const { return *device_; }
 
+  // A device range a queued item touches: a replay of a capture checks it
+  // is still allocated (sim_capture.cpp).
+  struct Range {
+    uint64_t address;
+    size_t size;
+    std::string what;
+  };
+  // Work recorded while the stream captured.
+  struct Recorded {
+    Task task;
+    Where where;
+    std::vector<Range> ranges;
+  };
+
   // Appends an item. Fails only once the stream is closing. *ticket (if
-  // given) is the item's position, for wait_for.
-  spora_plugin_error_t* enqueue(Task task, Where where, bool wants_status = false, uint64_t* ticket = nullptr);
+  // given) is the item's position, for wait_for. While the stream captures
+  // (begin_capture), kernels, copies and memsets are recorded instead, with
+  // `ranges`; a host callback, an event marker or an item the caller means
+  // to wait for (ticket) breaks the capture and fails, as CUDA refuses
+  // them in capture mode.
+  spora_plugin_error_t* enqueue(Task task, Where where, bool wants_status = false, uint64_t* ticket = nullptr,
+                                std::vector<Range> ranges = {});
+
+  // ---- capture (plugin.h, ABI 1.2) ----
+  // Starts recording; fails if the stream already captures.
+  spora_plugin_error_t* begin_capture();
+  // Stops recording: the recorded work, or (error returned) why the capture
+  // broke. Fails if the stream was not capturing.
+  spora_plugin_error_t* end_capture(std::vector<Recorded>* out);
+  bool capturing() const;
+  // Breaks the running capture (if any) for `why`, and returns the error
+  // the refused call reports (NULL when the stream does not capture).
+  spora_plugin_error_t* refuse_capture(const std::string& why);
   // Waits until the item with `ticket` (and so every earlier one) finished.
   void wait_for(uint64_t ticket);
   // Waits until every item enqueued before the call has finished. Callers
@@ -92,6 +124,9 @@ class Stream {
   uint64_t hurry_ = 0;      // tasks up to this one are waited for: no lag
   spora_plugin_error_t* first_error_ = nullptr;
   bool stopping_ = false;
+  bool capturing_ = false;
+  std::string capture_broken_;  // why the running capture broke ("" = intact)
+  std::vector<Recorded> recorded_;
   std::mutex join_mu_;  // serialises close()
   std::thread worker_;
 };

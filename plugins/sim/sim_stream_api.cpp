@@ -52,6 +52,7 @@ spora_plugin_error_t* stream_destroy(spora_stream_t* stream) {
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_destroy", stream, &s)) return err;
     if (auto* err = refuse_in_callback("stream_destroy", s->device())) return err;
+    if (auto* err = s->refuse_capture("stream_destroy of the capturing stream")) return err;
     if (auto* err = get_state(&state)) return err;
     if (!state->streams.remove(stream)) return invalid("stream_destroy: stream was destroyed concurrently");
     // close() drains the queue and joins the worker.
@@ -69,6 +70,8 @@ spora_plugin_error_t* stream_synchronize(spora_stream_t* stream) {
     std::shared_ptr<Stream> s;
     if (auto* err = get_stream("stream_synchronize", stream, &s)) return err;
     if (auto* err = refuse_in_callback("stream_synchronize", s->device())) return err;
+    if (auto* err = s->refuse_capture("stream_synchronize on the capturing stream")) return err;
+    if (auto* err = refuse_in_capture("stream_synchronize", s->device())) return err;
     // The fault itself first (it is the stream's first error), then sticky.
     if (spora_plugin_error_t* err = s->synchronize()) return err;
     return sticky("stream_synchronize", *s);
@@ -187,6 +190,7 @@ spora_plugin_error_t* event_synchronize(spora_event_t* event) {
     std::shared_ptr<Event> ev;
     if (auto* err = get_event("event_synchronize", event, &ev)) return err;
     if (auto* err = refuse_in_callback("event_synchronize", ev->device())) return err;
+    if (auto* err = refuse_in_capture("event_synchronize", ev->device())) return err;
     ev->wait(ev->target());
     return sticky("event_synchronize", ev->device());
   });

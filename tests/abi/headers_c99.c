@@ -21,7 +21,7 @@ SPORA_TRIPWIRE(tensor_desc, sizeof(spora_tensor_desc_t) == 32);
 SPORA_TRIPWIRE(attr, sizeof(spora_attr_t) == 72);
 SPORA_TRIPWIRE(kernel_desc, sizeof(spora_kernel_desc_t) == 64);
 SPORA_TRIPWIRE(properties, sizeof(spora_device_properties_t) == 56);
-SPORA_TRIPWIRE(device_api, sizeof(spora_device_api_t) == 320);
+SPORA_TRIPWIRE(device_api, sizeof(spora_device_api_t) == 352);
 SPORA_TRIPWIRE(memory_stats, sizeof(spora_memory_stats_t) == 40);
 SPORA_TRIPWIRE(comm_id, sizeof(spora_comm_id_t) == 128);
 SPORA_TRIPWIRE(collective_api, sizeof(spora_collective_api_t) == 152);
@@ -42,6 +42,8 @@ SPORA_TRIPWIRE(first_field, offsetof(spora_device_api_t, struct_size) == 0);
 SPORA_TRIPWIRE(v10_last_slot, offsetof(spora_device_api_t, shutdown) == 296);
 SPORA_TRIPWIRE(v11_memory_stats, offsetof(spora_device_api_t, memory_stats) == 304);
 SPORA_TRIPWIRE(v11_reset_peak, offsetof(spora_device_api_t, reset_peak_memory_stats) == 312);
+SPORA_TRIPWIRE(v12_capture_begin, offsetof(spora_device_api_t, capture_begin) == 320);
+SPORA_TRIPWIRE(v12_captured_destroy, offsetof(spora_device_api_t, captured_destroy) == 344);
 SPORA_TRIPWIRE(stats_allocated, offsetof(spora_memory_stats_t, allocated_bytes) == 8);
 SPORA_TRIPWIRE(stats_peak_reserved, offsetof(spora_memory_stats_t, peak_reserved_bytes) == 32);
 #endif

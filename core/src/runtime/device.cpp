@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "runtime/options.h"
 #include "runtime/plugin_library.h"
@@ -100,7 +101,14 @@ void Device::throw_failed() const {
        name_, failure());
 }
 
+namespace {
+// The device this thread captures on (Device::begin_capture), whose work
+// then goes to that device's capture stream.
+thread_local const Device* tl_capturing = nullptr;
+}  // namespace
+
 spora_stream_t* Device::stream() {
+  if (tl_capturing == this) return capture_stream_;
   std::lock_guard<std::mutex> lock(mu_);
   if (!stream_) {
     if (spora_plugin_error_t* e = api_->stream_create(index_, &stream_))
@@ -432,6 +440,52 @@ void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const sp
   }
   if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s))
     raise(e, "[" + k.op->name + "] on " + name_);
+}
+
+// ---- stream capture ----
+
+bool Device::has_capture() const {
+  return SPORA_STRUCT_HAS(api_, spora_device_api_t, captured_destroy) && api_->capture_begin && api_->capture_end &&
+         api_->captured_launch && api_->captured_destroy;
+}
+
+Device::Captured::~Captured() {
+  if (spora_plugin_error_t* e = device_->api_->captured_destroy(handle_)) {
+    logger().warn("[{}] captured_destroy: {}", device_->name(), e->message ? e->message : "(no message)");
+    e->destroy(e);
+  }
+}
+
+void Device::begin_capture() {
+  check_alive();
+  if (!has_capture()) fail(Code::kUnimplemented, "[{}] the plugin has no stream capture (plugin ABI 1.2)", name_);
+  if (tl_capturing == this) fail(Code::kInternal, "[{}] begin_capture: this thread already captures", name_);
+  std::unique_lock<std::mutex> capture(capture_mu_);
+  if (spora_plugin_error_t* e = api_->capture_begin(index_, &capture_stream_)) raise(e, "[" + name_ + "] capture_begin");
+  tl_capturing = this;
+  capture.release();  // end_capture unlocks it
+}
+
+std::shared_ptr<Device::Captured> Device::end_capture() {
+  if (tl_capturing != this) fail(Code::kInternal, "[{}] end_capture without begin_capture on this thread", name_);
+  tl_capturing = nullptr;
+  std::unique_lock<std::mutex> capture(capture_mu_, std::adopt_lock);
+  spora_captured_t* handle = nullptr;
+  spora_stream_t* recording = std::exchange(capture_stream_, nullptr);
+  if (spora_plugin_error_t* e = api_->capture_end(recording, &handle)) raise(e, "[" + name_ + "] capture_end");
+  if (!handle) fail(Code::kInternal, "[{}] capture_end returned no graph and no error", name_);
+  return std::make_shared<Captured>(this, handle);
+}
+
+void Device::launch_captured(const Captured& c) {
+  check_alive();
+  if (spora_plugin_error_t* e = api_->captured_launch(c.handle(), stream()))
+    raise(e, "[" + name_ + "] captured_launch");
+}
+
+std::shared_ptr<Buffer> Device::workspace_buffer() {
+  std::lock_guard<std::mutex> lock(workspace_mu_);
+  return workspace_;
 }
 
 }  // namespace spora

@@ -120,6 +120,37 @@ class Device {
   static constexpr size_t kMaxCachedKernels = 4096;
   void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
 
+  // ---- stream capture (plugin ABI 1.2; plan_capture.h uses it) ----
+  // Recorded work, freed with the plugin when the last reference goes.
+  class Captured {
+   public:
+    Captured(Device* d, spora_captured_t* h) : device_(d), handle_(h) {}
+    ~Captured();
+    Captured(const Captured&) = delete;
+    Captured& operator=(const Captured&) = delete;
+    spora_captured_t* handle() const { return handle_; }
+
+   private:
+    Device* device_;
+    spora_captured_t* handle_;
+  };
+  // All four capture slots are there (and the table is 1.2-sized).
+  bool has_capture() const;
+  // From now until end_capture, the launches, async copies and memsets this
+  // thread enqueues on the device go to its capture stream and are recorded,
+  // not run; other threads' work is unaffected. One thread captures on a
+  // device at a time (others wait in begin_capture). Throws
+  // Code::kUnimplemented without has_capture().
+  void begin_capture();
+  // Ends this thread's capture: the recorded work, or a throw with the
+  // plugin's reason the capture broke (nothing recorded ran either way).
+  std::shared_ptr<Captured> end_capture();
+  // Enqueues one replay on the device's stream.
+  void launch_captured(const Captured& c);
+  // The kernel workspace launches use now (a replay must keep the one it
+  // recorded alive: a later, larger reservation replaces it).
+  std::shared_ptr<Buffer> workspace_buffer();
+
   // Whether an op the plugin has no kernel for may run another way (its
   // decomposition, or the cpu kernel with copies). On by default; the
   // conformance kit turns it off so that only the plugin's own kernels run.
@@ -144,6 +175,8 @@ class Device {
   std::vector<std::pair<std::string, std::string>> props_;
   std::mutex mu_;
   spora_stream_t* stream_ = nullptr;
+  spora_stream_t* capture_stream_ = nullptr;  // the recording stream while a thread captures
+  std::mutex capture_mu_;                     // held from begin_capture to end_capture
   std::unordered_multimap<uint64_t, std::shared_ptr<KernelEntry>> kernels_;
   // Kernel scratch memory, grown on demand and reused: fresh pages for a
   // 50 MB conv workspace cost more than the conv's reorders. Launches that

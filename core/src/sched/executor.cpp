@@ -8,6 +8,7 @@
 #include "runtime/collective.h"
 #include "runtime/interpreter.h"
 #include "sched/plan_build.h"
+#include "sched/plan_capture.h"
 #include "support/error.h"
 
 namespace spora::sched {
@@ -293,7 +294,7 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params, co
     const TensorMeta& m = plan_->graph.meta(outs[i]);
     outputs.push_back(make_tensor(plan_->device, m.dtype, m.shape));
   }
-  run_plan(*plan_, params, outputs);
+  if (!run_captured(*plan_, params, outputs)) run_plan(*plan_, params, outputs);
   return outputs;
 }
 

@@ -26,6 +26,7 @@
 namespace spora::sched {
 
 struct ExecutionPlan;
+struct CaptureState;  // plan_capture.h
 
 // Where a value's bytes are at run time.
 struct Slot {
@@ -111,6 +112,13 @@ struct ExecutionPlan {
   // next run.
   std::mutex async_mu;
   std::unique_ptr<Error> async_error;
+
+  // The recorded launches replayed by later runs (plan_capture.h). Last, so
+  // it goes first: before the arena and constants its graph reads.
+  struct CaptureDeleter {
+    void operator()(CaptureState* s) const;
+  };
+  std::unique_ptr<CaptureState, CaptureDeleter> capture;
 };
 
 }  // namespace spora::sched

@@ -67,7 +67,7 @@ extern "C" {
 /* ------------------------------------------------------------------------ */
 
 #define SPORA_PLUGIN_ABI_MAJOR 1
-#define SPORA_PLUGIN_ABI_MINOR 1 /* 1.1: device memory statistics (memory_stats) */
+#define SPORA_PLUGIN_ABI_MINOR 2 /* 1.1: device memory statistics (memory_stats); 1.2: stream capture */
 
 /* Symbols a plugin exports (as plain C names, default visibility). */
 #define SPORA_PLUGIN_PROBE_SYMBOL "spora_plugin_probe_v1"
@@ -315,6 +315,7 @@ typedef struct spora_stream spora_stream_t;
 typedef struct spora_event spora_event_t;
 typedef struct spora_kernel spora_kernel_t;
 typedef struct spora_graph_exec spora_graph_exec_t;
+typedef struct spora_captured spora_captured_t; /* ABI 1.2: recorded stream work */
 
 /* A device address. It is only meaningful to the plugin that returned it;
  * the host never dereferences it, but may add byte offsets within an
@@ -512,6 +513,34 @@ typedef struct spora_device_api {
   /* (optional; with memory_stats) Starts new peaks: peak_allocated_bytes and
    * peak_reserved_bytes become the current allocated and reserved bytes. */
   spora_plugin_error_t* (*reset_peak_memory_stats)(int32_t device);
+
+  /* ---- ABI 1.2 (optional: all four or none): stream capture, CUDA graphs'
+   * model. The host records a run of launches once and replays it with one
+   * call per step, paying the launch cost of each kernel once.
+   *
+   * capture_begin gives a recording stream of `device` (*out_stream): the
+   * kernel launches, async d2d copies and async memsets enqueued on it are
+   * recorded, not run, with the addresses they were given, until
+   * capture_end. It is not a stream of the device's work (the allocator need
+   * not order anything with it) and is valid until capture_end. While it
+   * records, a call from the recording thread that would wait for the device
+   * or allocate/free device memory (stream_synchronize, event_synchronize,
+   * synchronous copies and memset, mem_alloc, mem_free) and work the plugin
+   * cannot record (host callbacks, events, copies from or to pageable
+   * memory) fail with an error and break the capture; the plugin may break
+   * it for other reasons (a kernel that must allocate). */
+  spora_plugin_error_t* (*capture_begin)(int32_t device, spora_stream_t** out_stream);
+  /* Ends the capture of the recording stream `stream` (which is gone
+   * afterwards, whatever the outcome): *out is the recorded work, ready to
+   * launch, or the call fails with the reason the capture broke (*out NULL). */
+  spora_plugin_error_t* (*capture_end)(spora_stream_t* stream, spora_captured_t** out);
+  /* Enqueues one replay of `captured` on `stream` (of the same device): the
+   * recorded work, in order, on the addresses recorded -- the host keeps
+   * that memory allocated while `captured` lives, and ordered like any
+   * other work on `stream`. */
+  spora_plugin_error_t* (*captured_launch)(spora_captured_t* captured, spora_stream_t* stream);
+  /* Frees `captured`; replays already enqueued still run. */
+  spora_plugin_error_t* (*captured_destroy)(spora_captured_t* captured);
 } spora_device_api_t;
 
 /* ------------------------------------------------------------------------ */

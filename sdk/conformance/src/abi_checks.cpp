@@ -167,6 +167,26 @@ void check_device_table(Channel& ch, const spora_device_api_t* t, AbiState* st) 
                ? reinterpret_cast<const void*>(t->reset_peak_memory_stats)
                : nullptr,
            false}}},
+      // ABI 1.2, likewise.
+      {"stream capture",
+       {Fn{"capture_begin",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, capture_begin) ? reinterpret_cast<const void*>(t->capture_begin)
+                                                                   : nullptr,
+           false},
+        Fn{"capture_end",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, capture_end) ? reinterpret_cast<const void*>(t->capture_end)
+                                                                 : nullptr,
+           false},
+        Fn{"captured_launch",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, captured_launch)
+               ? reinterpret_cast<const void*>(t->captured_launch)
+               : nullptr,
+           false},
+        Fn{"captured_destroy",
+           SPORA_STRUCT_HAS(t, spora_device_api_t, captured_destroy)
+               ? reinterpret_cast<const void*>(t->captured_destroy)
+               : nullptr,
+           false}}},
   };
   for (const auto& o : optional) {
     std::string have, lack;

@@ -10,6 +10,7 @@ typedef enum cudaError cudaError_t;
 typedef struct CUstream_st* cudaStream_t;
 typedef struct CUevent_st* cudaEvent_t;
 typedef struct CUmemPoolHandle_st* cudaMemPool_t;
+typedef struct CUgraphExec_st* cudaGraphExec_t;  // named by gpu_state.h (Captured); never called here
 
 enum cudaMemAllocationType { cudaMemAllocationTypePinned = 1 };
 enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0 };
