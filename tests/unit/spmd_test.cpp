@@ -285,3 +285,44 @@ TEST(SpmdPass, SplitMovingToAnotherDimIsOneAllToAll) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+TEST(ShardRules, LayerNormKeepsLeadingSplitsAndItsGradientSumsArePartial) {
+  Attrs a;
+  a.set("normalized_ndim", AttrValue::of_int(1));
+  ShardPlan p;
+  ASSERT_TRUE(rule("layer_norm", {shp({8, 4, 16}), shp({16}), shp({16})}, {lay({0, -1, 0}), lay({-1}), lay({-1})}, p,
+                   a));
+  EXPECT_EQ(p.in[0].str(), "[S0, R, R]");  // the normalised dim is gathered
+  EXPECT_EQ(p.out[0].str(), "[S0, R, R]");
+  EXPECT_EQ(p.out[1].str(), "[S0, R]");
+  ASSERT_TRUE(rule("layer_norm_grad", {shp({8, 16}), shp({8, 16}), shp({16}), shp({8}), shp({8})},
+                   {lay({0, -1}), lay({0, -1}), lay({-1}), lay({0}), lay({0})}, p, a));
+  EXPECT_EQ(p.out[0].str(), "[S0, R]");
+  EXPECT_EQ(p.out[1].str(), "[R]+P{0}");
+  EXPECT_EQ(p.out[2].str(), "[R]+P{0}");
+}
+
+TEST(ShardRules, EmbeddingCarriesIdsSplitsAndWeightColumns) {
+  ir::Graph g;
+  const ir::Value w = g.add_input("w", SPORA_DTYPE_F32, shp({20, 16}));
+  const ir::Value ids = g.add_input("ids", SPORA_DTYPE_I64, shp({4, 6}));
+  const ir::Value y = g.add_op("embedding", {w, ids}, {})[0];
+  const ir::Node& n = g.node(y.node);
+  ShardQuery q;
+  q.op = n.op;
+  q.attrs = &n.attrs;
+  q.mesh = {2, 2};
+  q.in = {g.meta(w), g.meta(ids)};
+  q.out = n.outputs;
+  q.in_layouts = {lay({0, 1}), lay({0, -1})};
+  ShardPlan p;
+  ASSERT_TRUE(n.op->sharding(q, p));
+  EXPECT_EQ(p.in[0].str(), "[R, S1]");  // the vocabulary is gathered
+  EXPECT_EQ(p.out[0].str(), "[S0, R, S1]");
+}
+
+}  // namespace
+}  // namespace spora

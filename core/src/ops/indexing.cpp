@@ -32,7 +32,9 @@
 #include <cmath>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -369,6 +371,34 @@ V scatter_add_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const 
   return {dy[0], Value{}, dupd};
 }
 
+// Sharding (ir/sharding.h) of embedding: y[..., :] = weight[ids[...], :].
+// The ids' splits carry to y's leading dims and a split of weight's columns
+// (the embedding dim) to y's last; the vocabulary dim stays whole (a row
+// split would need masked lookups and a partial sum, not done yet).
+bool shard_embedding(const ShardQuery& q, ShardPlan& p) {
+  const TensorLayout &w = q.in_layouts[0], &ids = q.in_layouts[1];
+  const int r = q.in[1].shape.rank;
+  TensorLayout want_ids = ids.free ? TensorLayout::replicated(r) : ids;
+  want_ids.free = false;
+  want_ids.partial = 0;
+  uint32_t used = 0;
+  for (int d = 0; d < r; ++d) {
+    const int a = want_ids.dims[static_cast<size_t>(d)];
+    if (a == kReplicated) continue;
+    if ((used & (1u << a)) || !shard::divides(q, q.in[1].shape.dims[d], a)) want_ids.dims[static_cast<size_t>(d)] = kReplicated;
+    else used |= 1u << a;
+  }
+  int col = w.free ? kReplicated : w.dims[1];
+  if (col != kReplicated && ((used & (1u << col)) || !shard::divides(q, q.in[0].shape.dims[1], col))) col = kReplicated;
+  TensorLayout want_w = TensorLayout::replicated(2), out = TensorLayout::replicated(r + 1);
+  want_w.dims[1] = col;
+  for (int d = 0; d < r; ++d) out.dims[static_cast<size_t>(d)] = want_ids.dims[static_cast<size_t>(d)];
+  out.dims[static_cast<size_t>(r)] = col;
+  p.in = {want_w, want_ids};
+  p.out = {out};
+  return true;
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
@@ -392,7 +422,7 @@ void register_indexing_ops(OpRegistry& r) {
             "numpy take: y = x[..., indices, ...] with indices of any shape replacing dim axis", {0}, {gather_bp}));
   r.add(def("embedding", {"weight", "ids"}, {}, infer_embedding,
             "rows of weight (vocabulary, dim) for ids of any shape: y has shape ids.shape + (dim,)", {0},
-            {embedding_bp}));
+            {embedding_bp, nullptr, true, shard_embedding}));
   r.add(def("index_select", {"x", "index"}, {axis}, infer_index_select, "the entries of x at a 1-D index along axis",
             {0}, {gather_bp}));
   r.add(def("gather_nd", {"x", "indices"}, {}, infer_gather_nd,

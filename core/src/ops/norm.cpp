@@ -46,7 +46,9 @@
 #include <limits>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -461,6 +463,43 @@ V batch_norm_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const
   return {dx, dgamma, dbeta, channel(drm, b.meta(x[3]).dtype), channel(drv, b.meta(x[4]).dtype)};
 }
 
+// Sharding (ir/sharding.h) of layer_norm and its gradient: the leading
+// (per-sample) dims keep their splits, the normalised dims and gamma/beta
+// are whole. dgamma/dbeta sum over the leading dims: partial sums over the
+// axes those are split over.
+bool shard_layer_norm(const ShardQuery& q, ShardPlan& p) {
+  const bool grad = q.op->name == "layer_norm_grad";
+  const Shape& x = q.in[0].shape;
+  const int lead = x.rank - static_cast<int>(q.attrs->get_int("normalized_ndim"));
+  if (lead < 0) return false;
+  TensorLayout l = TensorLayout::replicated(x.rank);
+  uint32_t used = 0;
+  for (size_t i = 0; i < (grad ? 2u : 1u); ++i) {  // x (and dy): the first placed split per dim
+    const TensorLayout& in = q.in_layouts[i];
+    if (in.free) continue;
+    for (int d = 0; d < lead; ++d) {
+      const int a = in.dims[static_cast<size_t>(d)];
+      if (a == kReplicated || l.dims[static_cast<size_t>(d)] != kReplicated || (used & (1u << a)) ||
+          !shard::divides(q, x.dims[d], a))
+        continue;
+      l.dims[static_cast<size_t>(d)] = a;
+      used |= 1u << a;
+    }
+  }
+  TensorLayout stats = TensorLayout::replicated(lead), tail = TensorLayout::replicated(x.rank - lead);
+  for (int d = 0; d < lead; ++d) stats.dims[static_cast<size_t>(d)] = l.dims[static_cast<size_t>(d)];
+  if (!grad) {
+    p.in = {l, tail, tail};
+    p.out = {l, stats, stats};
+    return true;
+  }
+  TensorLayout sums = tail;
+  sums.partial = used;
+  p.in = {l, l, tail, stats, stats};
+  p.out = {l, sums, sums};
+  return true;
+}
+
 void add(OpRegistry& r, const char* name, std::vector<std::string> inputs, std::vector<std::string> outputs,
          std::vector<AttrSpec> attrs, InferFn infer, const char* doc, std::vector<int> typed, CostFn cost,
          const Rules& rules) {
@@ -491,10 +530,10 @@ void register_norm_ops(OpRegistry& r) {
   add(r, "layer_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"normalized_ndim", AttrType::kInt, false, AttrValue::of_int(1)}, eps_attr()}, infer_layer_norm,
       "normalisation over the last normalized_ndim dims; mean/invstd have x's leading dims (f32 for f16/bf16 x)",
-      {}, forward_cost, {layer_norm_bp});
+      {}, forward_cost, {layer_norm_bp, nullptr, true, shard_layer_norm});
   add(r, "layer_norm_grad", grad_in, grad_out, {{"normalized_ndim", AttrType::kInt, false, AttrValue::of_int(1)}},
       infer_layer_norm_grad, "gradient of layer_norm from its saved mean/invstd", grad_typed, backward_cost,
-      {layer_norm_grad_bp});
+      {layer_norm_grad_bp, nullptr, true, shard_layer_norm});
   add(r, "group_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"groups", AttrType::kInt, true, {}}, eps_attr()}, infer_group_norm,
       "normalisation of x (N, C, ...) over groups of C/groups channels; mean/invstd are (N, groups)", {},

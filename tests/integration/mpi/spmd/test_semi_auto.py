@@ -261,3 +261,52 @@ def test_model_train_in_graph_mode_is_partitioned():
     for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
         np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
     assert "all_reduce(" in model._train_step.jit.last_graph.text()
+
+
+class TinyLM(nn.Cell):
+    """Embedding -> layer norm -> flatten -> 2-layer MLP: the pieces of a
+    transformer block that have rules (embedding, layer_norm and their
+    gradients, reshape, matmul)."""
+
+    def __init__(self, strategies=None):
+        super().__init__()
+        rng = np.random.default_rng(3)
+        f32 = np.float32
+        self.emb = spora.Parameter(spora.Tensor((rng.standard_normal((20, 16)) * 0.5).astype(f32)), name="emb")
+        self.gamma = spora.Parameter(spora.Tensor(1 + (rng.standard_normal(16) * 0.1).astype(f32)), name="gamma")
+        self.beta = spora.Parameter(spora.Tensor((rng.standard_normal(16) * 0.1).astype(f32)), name="beta")
+        self.w1 = spora.Parameter(spora.Tensor((rng.standard_normal((64, 32)) * 0.2).astype(f32)), name="w1")
+        self.w2 = spora.Parameter(spora.Tensor((rng.standard_normal((32, 5)) * 0.2).astype(f32)), name="w2")
+        self.lookup = ops.Primitive("embedding")
+        self.mm1, self.mm2, self.relu = ops.MatMul(), ops.MatMul(), ops.ReLU()
+        if strategies:
+            self.mm1.shard(strategies[0])
+            self.mm2.shard(strategies[1])
+
+    def construct(self, ids):
+        h = ops.layer_norm(self.lookup(self.emb, ids), (16,), self.gamma, self.beta)
+        return self.mm2(self.relu(self.mm1(h.reshape(ids.shape[0], 64), self.w1)), self.w2)
+
+
+@pytest.mark.parametrize("how", ["batch", "hidden"])
+def test_embedding_layer_norm_mlp_equals_single_process(how):
+    n = comm.get_group_size()
+    rng = np.random.default_rng(11)
+    data = [(rng.integers(0, 20, (8, 4)).astype(np.int32), rng.integers(0, 5, 8).astype(np.int32)) for _ in range(4)]
+    ref = TinyLM()
+    ref_losses, _ = train(ref, data)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    if how == "batch":  # the ids split by rows; everything else follows
+        net = TinyLM().shard(in_strategy=((n, 1),))
+    else:  # Megatron pair on the MLP; embedding and norm replicated
+        net = TinyLM((((1, 1), (1, n)), ((1, n), (n, 1))))
+    losses, step = train(net, data)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    plan = _spmd.describe(step.last_plan)
+    if how == "batch":
+        assert "layer_norm_grad: ([S0, R, R], [S0, R, R], [R], [S0, R], [S0, R]) -> ([S0, R, R], [R]+P{0}, [R]+P{0})" \
+            in plan, plan
+    else:
+        assert net.w1.asnumpy().shape == (64, 32 // n)
