@@ -37,6 +37,14 @@ def _axis_comms(shape):
     return _axis_comms_cache[key]
 
 
+def release_axis_comms():
+    """Frees the per-axis communicators (before the world they came from)."""
+    for comms in _axis_comms_cache.values():
+        for c in comms:
+            c.release()
+    _axis_comms_cache.clear()
+
+
 def block(split, shape, mesh_shape, rank):
     """The index (tuple of slices) of `rank`'s block of a tensor of `shape`
     split as `split` (per dim: the mesh axis, -1 whole)."""
