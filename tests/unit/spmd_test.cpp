@@ -326,3 +326,54 @@ TEST(ShardRules, EmbeddingCarriesIdsSplitsAndWeightColumns) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+TEST(ShardRules, ConvSplitsBatchAndOutputChannelsAndItsGradientsSumToPartials) {
+  Attrs a;
+  a.set("padding", AttrValue::of_ints({1, 1}));
+  ShardPlan p;
+  ASSERT_TRUE(rule("conv2d", {shp({8, 2, 6, 6}), shp({4, 2, 3, 3})}, {lay({0, -1, -1, -1}), lay({1, -1, -1, -1})}, p, a,
+                   {2, 2}));
+  EXPECT_EQ(p.out[0].str(), "[S0, S1, R, R]");
+  Attrs gi = a;
+  gi.set("input_shape", AttrValue::of_ints({8, 2, 6, 6}));
+  ASSERT_TRUE(rule("conv2d_grad_input", {shp({8, 4, 6, 6}), shp({4, 2, 3, 3})},
+                   {lay({0, 1, -1, -1}), lay({1, -1, -1, -1})}, p, gi, {2, 2}));
+  EXPECT_EQ(p.out[0].str(), "[S0, R, R, R]+P{1}");
+  EXPECT_EQ(p.local_attrs.get_ints("input_shape"), (std::vector<int64_t>{4, 2, 6, 6}));
+  Attrs gw = a;
+  gw.set("weight_shape", AttrValue::of_ints({4, 2, 3, 3}));
+  ASSERT_TRUE(rule("conv2d_grad_weight", {shp({8, 2, 6, 6}), shp({8, 4, 6, 6})},
+                   {lay({0, -1, -1, -1}), lay({0, 1, -1, -1})}, p, gw, {2, 2}));
+  EXPECT_EQ(p.out[0].str(), "[S1, R, R, R]+P{0}");
+  EXPECT_EQ(p.local_attrs.get_ints("weight_shape"), (std::vector<int64_t>{2, 2, 3, 3}));
+}
+
+}  // namespace
+}  // namespace spora
+
+#include "ir/builder.h"
+
+namespace spora {
+namespace {
+
+TEST(SpmdPass, OpsBuiltByRulesDoNotInheritTheUsersStrategy) {
+  // Gradient rules hand a forward node's attributes on (conv2d's to
+  // conv2d_grad_input): the strategy must stay on the forward node.
+  ir::Graph g;
+  const ir::Value x = g.add_input("x", SPORA_DTYPE_F32, shp({4, 4}));
+  Attrs a;
+  a.set("strategy", AttrValue::of_string("2,1"));
+  a.set("axis", AttrValue::of_int(1));
+  const ir::Value y = g.add_op("softmax", {x}, a)[0];
+  EXPECT_TRUE(g.node(y.node).attrs.find("strategy"));
+  ir::Builder b(g, {});
+  const ir::Value z = b.op("softmax", {y}, g.node(y.node).attrs);
+  EXPECT_FALSE(g.node(z.node).attrs.find("strategy"));
+  EXPECT_EQ(g.node(z.node).attrs.get_int("axis"), 1);
+}
+
+}  // namespace
+}  // namespace spora

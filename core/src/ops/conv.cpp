@@ -40,7 +40,9 @@
 #include <limits>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -352,6 +354,74 @@ V conv2d_transpose_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, c
   return {dx, b.op("conv2d_grad_weight", {dy[0], xp}, gw)};
 }
 
+// Sharding (ir/sharding.h) of conv2d and its gradients: the batch dim N may
+// be split (every sample is independent) and, with groups == 1, the output
+// channels O (each is its own filter); channels in and the spatial dims stay
+// whole (a spatial split would need halo exchange). In the gradients a split
+// of the dim summed over becomes a partial sum: O for grad_input, N for
+// grad_weight. Attributes holding global shapes get the local ones.
+bool shard_conv(const ShardQuery& q, ShardPlan& p) {
+  const std::string& name = q.op->name;
+  const bool grouped = q.attrs->get_int("groups") != 1;
+  auto axis = [&](size_t in, int dim) {
+    const TensorLayout& l = q.in_layouts[in];
+    return l.free ? kReplicated : l.dims[static_cast<size_t>(dim)];
+  };
+  uint32_t used = 0;
+  auto take = [&](int a, int64_t size) {
+    if (a == kReplicated || (used & (1u << a)) || !shard::divides(q, size, a)) return kReplicated;
+    used |= 1u << a;
+    return a;
+  };
+  auto nchw = [](int n, int c) {
+    TensorLayout l = TensorLayout::replicated(4);
+    l.dims[0] = n;
+    l.dims[1] = c;
+    return l;
+  };
+  p.local_attrs = *q.attrs;
+  if (name == "conv2d" || name == "conv2d_bias") {
+    const int n = take(axis(0, 0), q.in[0].shape.dims[0]);
+    const int o = grouped ? kReplicated : take(axis(1, 0), q.in[1].shape.dims[0]);
+    p.in = {nchw(n, kReplicated), nchw(o, kReplicated)};
+    if (name == "conv2d_bias") {
+      TensorLayout b = TensorLayout::replicated(1);
+      b.dims[0] = o;
+      p.in.push_back(b);
+    }
+    p.out = {nchw(n, o)};
+    return true;
+  }
+  if (name == "conv2d_grad_input") {  // (dy [N, O, ..], w [O, C, ..]) -> dx [N, C, ..]
+    const int n = take(axis(0, 0), q.in[0].shape.dims[0]);
+    int o = axis(0, 1) != kReplicated ? axis(0, 1) : axis(1, 0);
+    o = grouped ? kReplicated : take(o, q.in[1].shape.dims[0]);
+    p.in = {nchw(n, o), nchw(o, kReplicated)};
+    TensorLayout dx = nchw(n, kReplicated);
+    if (o != kReplicated) dx.partial = 1u << o;
+    p.out = {dx};
+    std::vector<int64_t> shape = q.attrs->get_ints("input_shape");
+    if (n != kReplicated) shape[0] /= q.mesh[static_cast<size_t>(n)];
+    p.local_attrs.set("input_shape", AttrValue::of_ints(shape));
+    p.attrs_changed = true;
+    return true;
+  }
+  if (name == "conv2d_grad_weight") {  // (x [N, C, ..], dy [N, O, ..]) -> dw [O, C/g, ..]
+    const int n = take(axis(0, 0) != kReplicated ? axis(0, 0) : axis(1, 0), q.in[0].shape.dims[0]);
+    const int o = grouped ? kReplicated : take(axis(1, 1), q.in[1].shape.dims[1]);
+    p.in = {nchw(n, kReplicated), nchw(n, o)};
+    TensorLayout dw = nchw(o, kReplicated);
+    if (n != kReplicated) dw.partial = 1u << n;
+    p.out = {dw};
+    std::vector<int64_t> shape = q.attrs->get_ints("weight_shape");
+    if (o != kReplicated) shape[0] /= q.mesh[static_cast<size_t>(o)];
+    p.local_attrs.set("weight_shape", AttrValue::of_ints(shape));
+    p.attrs_changed = true;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void register_conv_ops(OpRegistry& r) {
@@ -371,7 +441,7 @@ void register_conv_ops(OpRegistry& r) {
             false,
             false,
             forward_cost},
-      {conv2d_bp});
+      {conv2d_bp, nullptr, true, shard_conv});
   reg(OpDef{"conv2d_bias",
             {"x", "w", "b"},
             {"y"},
@@ -383,7 +453,7 @@ void register_conv_ops(OpRegistry& r) {
             false,
             false,
             forward_cost},
-      {conv2d_bp});
+      {conv2d_bp, nullptr, true, shard_conv});
   reg(OpDef{"conv2d_grad_input",
             {"dy", "w"},
             {"dx"},
@@ -395,7 +465,7 @@ void register_conv_ops(OpRegistry& r) {
             false,
             false,
             grad_input_cost},
-      {conv2d_grad_input_bp});
+      {conv2d_grad_input_bp, nullptr, true, shard_conv});
   reg(OpDef{"conv2d_grad_weight",
             {"x", "dy"},
             {"dw"},
@@ -407,7 +477,7 @@ void register_conv_ops(OpRegistry& r) {
             false,
             false,
             grad_weight_cost},
-      {conv2d_grad_weight_bp});
+      {conv2d_grad_weight_bp, nullptr, true, shard_conv});
   reg(OpDef{"conv2d_transpose",
             {"x", "w"},
             {"y"},

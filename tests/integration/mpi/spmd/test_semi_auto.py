@@ -310,3 +310,43 @@ def test_embedding_layer_norm_mlp_equals_single_process(how):
             in plan, plan
     else:
         assert net.w1.asnumpy().shape == (64, 32 // n)
+
+
+class TinyCNN(nn.Cell):
+    """conv 3x3 (2 -> 4 channels) -> relu -> flatten -> matmul -> 3 classes."""
+
+    def __init__(self, channel_split=1):
+        super().__init__()
+        rng = np.random.default_rng(5)
+        f32 = np.float32
+        self.wc = spora.Parameter(spora.Tensor((rng.standard_normal((4, 2, 3, 3)) * 0.3).astype(f32)), name="wc")
+        self.w = spora.Parameter(spora.Tensor((rng.standard_normal((144, 3)) * 0.1).astype(f32)), name="w")
+        self.conv = ops.Primitive("conv2d", padding=[1, 1])
+        if channel_split > 1:
+            self.conv.shard(((1, 1, 1, 1), (channel_split, 1, 1, 1)))
+        self.mm, self.relu = ops.MatMul(), ops.ReLU()
+
+    def construct(self, x):
+        h = self.relu(self.conv(x, self.wc))
+        return self.mm(h.reshape(x.shape[0], 144), self.w)
+
+
+@pytest.mark.parametrize("how", ["batch", "channels"])
+def test_conv_net_equals_single_process(how):
+    n = comm.get_group_size()
+    rng = np.random.default_rng(13)
+    data = [(rng.standard_normal((8, 2, 6, 6)).astype(np.float32), rng.integers(0, 3, 8).astype(np.int32))
+            for _ in range(4)]
+    ref = TinyCNN()
+    ref_losses, _ = train(ref, data)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = TinyCNN().shard(in_strategy=((n, 1, 1, 1),)) if how == "batch" else TinyCNN(channel_split=n)
+    losses, step = train(net, data)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    plan = _spmd.describe(step.last_plan)
+    if how == "batch":
+        assert "conv2d_grad_weight: ([S0, R, R, R], [S0, R, R, R]) -> ([R, R, R, R]+P{0})" in plan, plan
+    else:
+        assert net.wc.asnumpy().shape == (4 // n, 2, 3, 3) and net.w.asnumpy().shape == (144 // n, 3), plan
