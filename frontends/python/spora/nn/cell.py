@@ -12,6 +12,7 @@ parameters are enumerated; checkpoints and exported models use these names.
 from collections import OrderedDict
 
 from .. import Parameter
+from .. import _parallel
 from . import _amp, _util
 
 
@@ -230,7 +231,20 @@ class Cell:
         res = [constrain(x, st) for x, st in zip([out] if single else out, outs)]
         return res[0] if single else type(out)(res)
 
+    def _check_not_split(self):
+        """An eager call cannot use Parameters that hold only this rank's
+        block (semi_auto_parallel): it would compute on the block as if it
+        were the whole tensor."""
+        from .. import _spmd
+        for p in self.get_parameters():
+            if _spmd.info(p) is not None:
+                raise RuntimeError(f"[parallel] {type(self).__name__}: Parameter {p.name!r} holds only this rank's "
+                                   f"block of {p.shape} (semi_auto_parallel); run the cell compiled "
+                                   "(set_context(mode=GRAPH_MODE) or inside spora.jit)")
+
     def __call__(self, *args, **kwargs):
+        if not _util.is_tracing() and not _util.graph_mode() and _parallel.semi_auto():
+            self._check_not_split()
         if "_spmd_shard" in self.__dict__ and not kwargs and (not _util.graph_mode() or _util.is_tracing()):
             return self._sharded_construct(*args)
         if kwargs or not _util.graph_mode() or _util.is_tracing():

@@ -350,3 +350,15 @@ def test_conv_net_equals_single_process(how):
         assert "conv2d_grad_weight: ([S0, R, R, R], [S0, R, R, R]) -> ([R, R, R, R]+P{0})" in plan, plan
     else:
         assert net.wc.asnumpy().shape == (4 // n, 2, 3, 3) and net.w.asnumpy().shape == (144 // n, 3), plan
+
+
+def test_eager_call_with_split_parameters_is_refused():
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = MLP(n)
+    train(net, batches(1))
+    spora.set_context(mode=spora.PYNATIVE_MODE)
+    with pytest.raises(RuntimeError, match="Parameter 'w1' holds only this rank's block of \\(32, 256\\)"):
+        net(spora.Tensor(batches(1)[0][0]))
+    spora.set_context(mode=spora.GRAPH_MODE)  # compiled, it runs: the whole output on every rank
+    assert net(spora.Tensor(batches(1)[0][0])).shape == (16, 10)
