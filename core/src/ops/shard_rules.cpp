@@ -5,13 +5,6 @@
 
 namespace spora::shard {
 
-TensorLayout fixed(const TensorLayout& l) {
-  TensorLayout f = l;
-  f.free = false;
-  f.partial = 0;
-  return f;
-}
-
 namespace {
 
 // The partial sums every input keeps under `policy` (0: resolve them all).

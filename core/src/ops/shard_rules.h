@@ -38,7 +38,4 @@ inline bool divides(const ShardQuery& q, int64_t size, int axis) {
                                  size % q.mesh[static_cast<size_t>(axis)] == 0);
 }
 
-// The layout of input i with free dims resolved to `want` and no partial.
-TensorLayout fixed(const TensorLayout& l);
-
 }  // namespace spora::shard
