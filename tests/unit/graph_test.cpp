@@ -127,6 +127,60 @@ TEST(MemoryPlan, InPlaceTakesOverTheInputBuffer) {
   EXPECT_NE(p2.offsets[0], p2.offsets[1]);
 }
 
+// Random lifetimes and sizes (in-place requests among them): every buffer
+// lies inside the arena, and buffers alive at the same time never overlap
+// unless one took the other over in place.
+TEST(MemoryPlan, RandomRequestsStayInTheArenaAndNeverOverlap) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<sched::BufferRequest> r;
+    const int n = 2 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      sched::BufferRequest q;
+      q.bytes = 1 + rng() % 100000;
+      q.first = static_cast<int32_t>(rng() % 30);
+      q.last = q.first + static_cast<int32_t>(rng() % 12);
+      if (i > 0 && rng() % 4 == 0) {
+        const int32_t src = static_cast<int32_t>(rng() % static_cast<uint32_t>(i));
+        if (r[static_cast<size_t>(src)].first <= q.first && r[static_cast<size_t>(src)].last >= q.first) {
+          r[static_cast<size_t>(src)].last = q.first;  // its last read is this op: in place allowed
+          q.reuse = src;
+        }
+      }
+      r.push_back(q);
+    }
+    const auto plan = sched::plan_memory(r);
+    // In-place chains (a taken over by b, b by c, ...) share one buffer.
+    std::vector<size_t> chain(r.size());
+    for (size_t i = 0; i < r.size(); ++i) {
+      chain[i] = i;
+      const int32_t src = r[i].reuse;
+      if (src >= 0 && plan.offsets[i] == plan.offsets[static_cast<size_t>(src)] &&
+          r[static_cast<size_t>(src)].last == r[i].first)
+        chain[i] = chain[static_cast<size_t>(src)];
+    }
+    for (size_t i = 0; i < r.size(); ++i) {
+      EXPECT_LE(plan.offsets[i] + r[i].bytes, plan.arena_bytes);
+      for (size_t j = i + 1; j < r.size(); ++j) {
+        const bool in_place = chain[i] == chain[j];
+        const bool overlap_time = r[i].first <= r[j].last && r[j].first <= r[i].last;
+        const bool overlap_space =
+            plan.offsets[i] < plan.offsets[j] + r[j].bytes && plan.offsets[j] < plan.offsets[i] + r[i].bytes;
+        if (!in_place) EXPECT_FALSE(overlap_time && overlap_space) << "trial " << trial << ": " << i << " and " << j;
+      }
+    }
+  }
+}
+
+// A small long-lived buffer born after a large short-lived one: the step
+// order puts it above the large one's hole, which the next large buffer
+// then cannot use; whole-lifetime packing puts the large ones together.
+TEST(MemoryPlan, PacksByWholeLifetimesWhenStepOrderFragments) {
+  std::vector<sched::BufferRequest> r = {{1 << 20, 0, 1}, {1024, 1, 9}, {2 << 20, 2, 3}, {1 << 20, 4, 5}};
+  const auto plan = sched::plan_memory(r);
+  EXPECT_EQ(plan.arena_bytes, (2u << 20) + 1024u) << "the 2 MiB buffer reuses the first 1 MiB and more";
+}
+
 class GraphRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GraphRun, MatchesEagerAndPlansLessThanNaive) {

@@ -5,7 +5,14 @@
 
 namespace spora::sched {
 
-MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alignment) {
+namespace {
+
+uint64_t aligned(uint64_t bytes, uint64_t alignment) {
+  return std::max<uint64_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
+}
+
+// Online: buffers placed in step order, best fit among the free blocks.
+MemoryPlan best_fit_online(const std::vector<BufferRequest>& requests, uint64_t alignment) {
   MemoryPlan plan;
   plan.offsets.assign(requests.size(), 0);
   // Events per step: frees of buffers whose last read was an earlier step
@@ -48,7 +55,7 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alig
     auto& b = born[static_cast<size_t>(s)];
     std::sort(b.begin(), b.end(), [&](size_t x, size_t y) { return requests[x].bytes > requests[y].bytes; });
     for (size_t i : b) {
-      const uint64_t size = std::max<uint64_t>(alignment, (requests[i].bytes + alignment - 1) / alignment * alignment);
+      const uint64_t size = aligned(requests[i].bytes, alignment);
       plan.naive_bytes += requests[i].bytes;
       const int32_t r = requests[i].reuse;
       if (r >= 0 && static_cast<size_t>(r) < i && !handed_over[static_cast<size_t>(r)] &&
@@ -78,6 +85,74 @@ MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alig
       if (!handed_over[i]) release(plan.offsets[i], block[i]);
   }
   return plan;
+}
+
+// Offline, greedy by size: in-place chains become one buffer, then the
+// largest buffers are placed first, each at the lowest offset where it
+// overlaps no placed buffer alive at the same time. With all lifetimes
+// known this packs long-lived large buffers together, where the online
+// order can leave a large hole under a long-lived small buffer.
+MemoryPlan greedy_by_size(const std::vector<BufferRequest>& requests, uint64_t alignment) {
+  MemoryPlan plan;
+  const size_t n = requests.size();
+  plan.offsets.assign(n, 0);
+  struct Group {
+    uint64_t size;
+    int32_t first, last;
+  };
+  std::vector<Group> groups;
+  std::vector<size_t> group_of(n);
+  std::vector<bool> handed_over(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const BufferRequest& q = requests[i];
+    plan.naive_bytes += q.bytes;
+    const uint64_t size = aligned(q.bytes, alignment);
+    const int32_t last = std::max(q.first, q.last);
+    const int32_t r = q.reuse;
+    if (r >= 0 && static_cast<size_t>(r) < i && !handed_over[static_cast<size_t>(r)] &&
+        requests[static_cast<size_t>(r)].last == q.first) {
+      Group& g = groups[group_of[static_cast<size_t>(r)]];
+      if (g.size >= size) {
+        handed_over[static_cast<size_t>(r)] = true;
+        group_of[i] = group_of[static_cast<size_t>(r)];
+        g.last = std::max(g.last, last);
+        continue;
+      }
+    }
+    group_of[i] = groups.size();
+    groups.push_back(Group{size, q.first, last});
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return groups[a].size > groups[b].size; });
+  std::vector<uint64_t> offset(groups.size(), 0);
+  std::vector<size_t> placed;
+  std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, end) of placed groups alive meanwhile
+  for (size_t g : order) {
+    busy.clear();
+    for (size_t o : placed)
+      if (groups[o].first <= groups[g].last && groups[g].first <= groups[o].last)
+        busy.emplace_back(offset[o], offset[o] + groups[o].size);
+    std::sort(busy.begin(), busy.end());
+    uint64_t at = 0;
+    for (const auto& [b, e] : busy) {
+      if (b >= at + groups[g].size) break;  // fits in the gap below this one
+      at = std::max(at, e);
+    }
+    offset[g] = at;
+    plan.arena_bytes = std::max(plan.arena_bytes, at + groups[g].size);
+    placed.push_back(g);
+  }
+  for (size_t i = 0; i < n; ++i) plan.offsets[i] = offset[group_of[i]];
+  return plan;
+}
+
+}  // namespace
+
+MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alignment) {
+  MemoryPlan online = best_fit_online(requests, alignment);
+  MemoryPlan offline = greedy_by_size(requests, alignment);
+  return offline.arena_bytes < online.arena_bytes ? offline : online;
 }
 
 }  // namespace spora::sched

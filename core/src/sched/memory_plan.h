@@ -21,10 +21,11 @@ struct MemoryPlan {
   uint64_t naive_bytes = 0;       // sum of all requests, no reuse
 };
 
-// Greedy best-fit over steps: buffers are placed when first written and
-// their space returns to the free list after their last read; an in-place
-// request takes over its `reuse` buffer instead. Offsets are
-// `alignment`-aligned.
+// The smaller of two plans: greedy best-fit over steps (buffers placed when
+// first written, their space back in the free list after their last read)
+// and greedy by size over whole lifetimes (largest first, each at the lowest
+// offset free for its lifetime). In both an in-place request takes over its
+// `reuse` buffer. Offsets are `alignment`-aligned.
 MemoryPlan plan_memory(const std::vector<BufferRequest>& requests, uint64_t alignment = 256);
 
 }  // namespace spora::sched
