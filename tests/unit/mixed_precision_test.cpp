@@ -173,5 +173,51 @@ TEST(MixedPrecision, TrainingGraphSharesWeightCastsBetweenForwardAndBackward) {
   for (const auto& v : gg.outputs()) EXPECT_EQ(gg.meta(v).dtype, SPORA_DTYPE_F32);
 }
 
+// A product's output read through a reshape by a later product: the bf16
+// bytes are reshaped (exact), no f32 copy is cast back to bf16.
+TEST(MixedPrecision, LooksThroughReshapesOfItsOwnF32Copies) {
+  ir::Graph g;
+  auto x = g.add_input("x", SPORA_DTYPE_F32, S({64, 256}));
+  auto w = g.add_weight("w", SPORA_DTYPE_F32, S({256, 256}));
+  auto h = g.add_op("matmul", {x, w}, {})[0];
+  Attrs shape;
+  shape.set("shape", AttrValue::of_ints({256, 64}));
+  auto r = g.add_op("reshape", {h}, shape)[0];
+  auto y = g.add_op("matmul", {r, x}, {})[0];  // [256,64] @ [64,256]
+  g.set_outputs({y});
+  EXPECT_TRUE(run("mixed_precision", g));
+  const auto& second = g.node(g.node(g.outputs()[0].node).inputs[0].node);
+  ASSERT_EQ(second.op->name, "matmul") << ir::to_text(g);
+  const auto& reshaped = g.node(second.inputs[0].node);
+  EXPECT_EQ(reshaped.op->name, "reshape") << ir::to_text(g);
+  EXPECT_EQ(reshaped.outputs[0].dtype, SPORA_DTYPE_BF16) << ir::to_text(g);
+  EXPECT_EQ(g.node(reshaped.inputs[0].node).op->name, "matmul") << "reshapes the bf16 product itself";
+  // x and w cast in, the result cast out; h's f32 copy has no reader left.
+  EXPECT_EQ(count_ops(g, "cast"), 3u) << ir::to_text(g);
+}
+
+// A large f32 copy read once right away and again much later (as a
+// backward pass does) is cast again just before the late reader.
+TEST(MixedPrecision, LateReadersOfALargeF32CopyCastItAgain) {
+  ir::Graph g;
+  auto x = g.add_input("x", SPORA_DTYPE_F32, S({512, 512}));
+  auto w = g.add_weight("w", SPORA_DTYPE_F32, S({512, 512}));
+  auto h = g.add_op("matmul", {x, w}, {})[0];  // 1 MiB in f32
+  auto t = g.add_op("tanh", {h}, {})[0];
+  for (int i = 0; i < 20; ++i) t = g.add_op("sin", {t}, {})[0];  // 20 nodes in between
+  auto late = g.add_op("mul", {t, h}, {})[0];
+  g.set_outputs({late});
+  EXPECT_TRUE(run("mixed_precision", g));
+  ASSERT_NO_THROW(ir::verify(g)) << ir::to_text(g);
+  const auto& mul = g.node(g.outputs()[0].node);
+  ASSERT_EQ(mul.op->name, "mul");
+  const ir::Value late_copy = mul.inputs[1];
+  const auto& cast = g.node(late_copy.node);
+  EXPECT_EQ(cast.op->name, "cast");
+  EXPECT_EQ(late_copy.node, g.outputs()[0].node - 1) << "made right before its reader:\n" << ir::to_text(g);
+  EXPECT_EQ(g.meta(cast.inputs[0]).dtype, SPORA_DTYPE_BF16);
+  EXPECT_EQ(count_ops(g, "cast"), 4u) << "x, w, the early copy for tanh, the late one";
+}
+
 }  // namespace
 }  // namespace spora

@@ -23,13 +23,16 @@
 //     layers (linear_act -> linear_act) pass bf16 straight through, and the
 //     f32 copy is only made if something else reads it;
 //   - constants are converted here, not cast at run time.
-// Casts left without readers are removed at the end.
+// Casts left without readers are removed at the end. A large f32 copy read
+// again much later (by the backward pass) is cast again there instead of
+// kept (cast_remat.h; exact).
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "ir/rewrite.h"
+#include "passes/cast_remat.h"
 #include "passes/pass.h"
 
 namespace spora::passes {
@@ -104,6 +107,8 @@ class Converter {
     const Node& n = out_.node(v.node);
     if (n.kind == NodeKind::kApply && n.op->name == "cast" && out_.meta(n.inputs[0]).dtype == BF16) {
       r = n.inputs[0];  // cast(cast(x, f32), bf16) == x
+    } else if (Value through = exact_through_layout(v); through.valid()) {
+      r = through;
     } else if (n.kind == NodeKind::kConstant && n.data) {
       const int64_t count = n.outputs[0].shape.numel();
       std::vector<uint8_t> bytes(static_cast<size_t>(count) * 2);
@@ -124,6 +129,30 @@ class Converter {
 
  private:
   static int64_t key(Value v) { return (static_cast<int64_t>(v.node) << 16) | v.index; }
+
+  // For v = reshape/transpose(...(cast(x_bf16, f32))): the same layout ops
+  // applied to x_bf16 (made here, once), which equals cast(v, bf16) exactly;
+  // invalid otherwise. A backward matmul reading a forward product's output
+  // through a reshape then reads the bf16 bytes, and the f32 copy is not
+  // kept for it.
+  Value exact_through_layout(Value v) {
+    const Node& n = out_.node(v.node);
+    if (n.kind != NodeKind::kApply || n.outputs.size() != 1 || n.inputs.size() != 1) return {};
+    const std::string& op = n.op->name;
+    if (op == "cast") return out_.meta(n.inputs[0]).dtype == BF16 ? n.inputs[0] : Value{};
+    if (op != "reshape" && op != "transpose") return {};
+    auto it = cache_.find(key(v));
+    if (it != cache_.end()) return it->second;
+    const Value src = exact_through_layout(n.inputs[0]);
+    if (!src.valid()) return {};
+    const ir::SourceLoc loc = n.loc;
+    const Attrs attrs = n.attrs;
+    const std::string device = n.device;
+    const Value r = out_.add_op(op, {src}, attrs, loc)[0];  // `n` may move: copied above
+    out_.mutable_node(r.node).device = device;
+    cache_.emplace(key(v), r);
+    return r;
+  }
   Graph& out_;
   std::map<int64_t, Value> cache_;
 };
@@ -172,6 +201,9 @@ bool mixed_precision(Graph& g, const PassContext&) {
   }
   g = rw.finish();
   drop_dead(g);
+  // The f32 copies the backward pass reads late are made again there
+  // (cast_remat.h), so the forward's f32 copies die early.
+  if (rematerialize_upcasts(g)) drop_dead(g);
   return true;
 }
 
