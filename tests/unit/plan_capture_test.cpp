@@ -46,21 +46,40 @@ TEST(PlanCapture, LaterRunsReplayOneRecordingWithNewInputsStagedAndResultsKept) 
   sched::Executable exe(forward(), sim);
   const std::vector<float> wv = normal_values(S({4, 4}), 7);
   const Tensor w = f32_tensor(sim, S({4, 4}), wv);
-  std::vector<Tensor> results;
+  std::vector<Tensor> xs, results;  // every x kept: each run binds a new address
   std::vector<std::vector<float>> want;
-  for (int step = 0; step < 6; ++step) {
-    // A new batch tensor each step, as a training loop feeds them.
+  for (int step = 0; step < 9; ++step) {
     const std::vector<float> xv = normal_values(S({4, 4}), 100 + step);
-    const Tensor x = f32_tensor(sim, S({4, 4}), xv);
-    results.push_back(exe.run({&x, &w})[0]);
+    xs.push_back(f32_tensor(sim, S({4, 4}), xv));
+    results.push_back(exe.run({&xs.back(), &w})[0]);
     want.push_back(forward_ref(xv, wv));
   }
   // Every result is its own tensor, unchanged by the later replays.
   for (size_t i = 0; i < results.size(); ++i) expect_near(read(results[i]), want[i], "result");
   const sched::CaptureCounts n = sched::capture_counts(exe.plan());
-  EXPECT_EQ(n.captures, 1u) << "w kept its address: one recording serves every later run";
-  EXPECT_EQ(n.replays, 5u) << "run 1 ran kernel by kernel, runs 2-6 replayed";
+  EXPECT_EQ(n.captures, 5u) << "runs 2-5 bind x where it is; run 6 stages x, and that recording serves runs 7-9";
+  EXPECT_EQ(n.replays, 8u);
   EXPECT_FALSE(n.disabled);
+}
+
+// A loop over a few fixed batches replays one recording per batch, binding
+// each where it is: no staging copy.
+TEST(PlanCapture, AFewFixedBatchesEachReplayTheirOwnRecording) {
+  Device* sim = device("sim");
+  sched::Executable exe(forward(), sim);
+  const std::vector<float> wv = normal_values(S({4, 4}), 8);
+  const Tensor w = f32_tensor(sim, S({4, 4}), wv);
+  std::vector<Tensor> xs;
+  std::vector<std::vector<float>> xv;
+  for (int b = 0; b < 3; ++b) {
+    xv.push_back(normal_values(S({4, 4}), 200 + b));
+    xs.push_back(f32_tensor(sim, S({4, 4}), xv.back()));
+  }
+  for (int step = 0; step < 12; ++step)
+    expect_near(read(exe.run({&xs[step % 3], &w})[0]), forward_ref(xv[step % 3], wv), "y");
+  const sched::CaptureCounts n = sched::capture_counts(exe.plan());
+  EXPECT_EQ(n.captures, 3u) << "run 1 launches; runs 2, 3 and 4 record batches 1, 2 and 0";
+  EXPECT_EQ(n.replays, 11u);
 }
 
 // A training step: w' = w - 0.25 * w * x (elementwise), donated into w's
@@ -106,40 +125,29 @@ TEST(PlanCapture, DonatedUpdatesReplayInPlaceStepAfterStep) {
   EXPECT_EQ(n.replays, 4u);
 }
 
-// A param that kept its address is bound into the recording; when it moves,
-// the plan records again with it staged, so later moves cost nothing.
-TEST(PlanCapture, AParamThatMovesIsStagedInANewRecording) {
-  Device* sim = device("sim");
-  sched::Executable exe(forward(), sim);
-  const std::vector<float> xv = normal_values(S({4, 4}), 1);
-  const Tensor x = f32_tensor(sim, S({4, 4}), xv);
-  std::vector<Tensor> keep;  // so that no address is reused
-  for (int run = 0; run < 6; ++run) {
-    const std::vector<float> wv = normal_values(S({4, 4}), run < 2 ? 20 : 20 + run);
-    if (run != 1) keep.push_back(f32_tensor(sim, S({4, 4}), wv));
-    expect_near(read(exe.run({&x, &keep.back()})[0]), forward_ref(xv, wv), "y");
-  }
-  const sched::CaptureCounts n = sched::capture_counts(exe.plan());
-  EXPECT_EQ(n.captures, 2u) << "run 2 bound w; run 3 moved it: recorded again with w staged";
-  EXPECT_EQ(n.replays, 5u);
-  EXPECT_FALSE(n.disabled);
-}
-
-// Params that take turns moving would need a recording per run: after
-// three, the plan launches kernel by kernel again -- correct all along.
-TEST(PlanCapture, RecordingStopsAfterThreeWhenBoundParamsKeepMoving) {
+// Params that take turns moving once the bound recordings are used up: each
+// staged recording binds what did not move, so the next move misses again;
+// after eight recordings the plan launches kernel by kernel -- correct all
+// along.
+TEST(PlanCapture, RecordingStopsAfterEightWhenBoundParamsKeepMoving) {
   Device* sim = device("sim");
   sched::Executable exe(forward(), sim);
   std::vector<Tensor> xs, ws;  // kept, so that no address is reused
-  const int xi[] = {0, 0, 1, 1, 2, 2}, wi[] = {0, 0, 0, 1, 1, 2};
-  for (int run = 0; run < 6; ++run) {
+  // Runs 1-5 (both new each run): noted, then four bound recordings. From
+  // run 6 on, x and w move in turn.
+  std::vector<int> xi = {0, 1, 2, 3, 4}, wi = {0, 1, 2, 3, 4};
+  for (int k = 0; k < 6; ++k) {
+    xi.push_back(xi.back() + (k % 2 == 0 ? 1 : 0));
+    wi.push_back(wi.back() + (k % 2 == 0 ? 0 : 1));
+  }
+  for (size_t run = 0; run < xi.size(); ++run) {
     const std::vector<float> xv = normal_values(S({4, 4}), 40 + xi[run]), wv = normal_values(S({4, 4}), 60 + wi[run]);
     if (xs.size() <= static_cast<size_t>(xi[run])) xs.push_back(f32_tensor(sim, S({4, 4}), xv));
     if (ws.size() <= static_cast<size_t>(wi[run])) ws.push_back(f32_tensor(sim, S({4, 4}), wv));
     expect_near(read(exe.run({&xs[xi[run]], &ws[wi[run]]})[0]), forward_ref(xv, wv), "y");
   }
   const sched::CaptureCounts n = sched::capture_counts(exe.plan());
-  EXPECT_EQ(n.captures, 3u);
+  EXPECT_EQ(n.captures, 8u);
   EXPECT_TRUE(n.disabled);
 }
 

@@ -13,19 +13,23 @@
 namespace spora::sched {
 
 struct CaptureState {
-  // Per param: its address in the previous run (the first run only notes them).
-  std::vector<spora_devptr_t> last;
-  bool noted = false;
-  bool disabled = false;
-  uint64_t replays = 0, captures = 0;
-
-  // The recording. Per param: the address the graph reads, or NULL when it
-  // reads staged[i]. Per output: the address the graph writes (a bound
-  // param's memory), or NULL when it writes staged_out[o].
-  std::vector<spora_devptr_t> bound, bound_out;
+  // One recording: per param the address its graph reads, or NULL when it
+  // reads the staging copy; per output the address it writes (a bound
+  // param's memory), or NULL when it writes the staging buffer.
+  struct Recording {
+    std::vector<spora_devptr_t> bound, bound_out;
+    std::shared_ptr<Device::Captured> graph;
+    uint64_t used = 0;  // clock of the last replay, for eviction
+  };
+  std::vector<Recording> recordings;
+  // Staging buffers, shared by the recordings that stage the same param or
+  // output (replays are in stream order, each copies in and out around its
+  // launch), made the first time one is needed.
   std::vector<Tensor> staged, staged_out;
-  std::shared_ptr<Device::Captured> graph;
-  std::shared_ptr<Buffer> workspace;  // the kernel workspace the launches use
+  std::vector<std::shared_ptr<Buffer>> workspaces;  // every kernel workspace a recording launches with
+  std::vector<spora_devptr_t> last;                 // per param: its address in the previous run
+  bool noted = false, disabled = false;
+  uint64_t replays = 0, captures = 0, clock = 0;
 };
 
 void destroy_capture_state(CaptureState* s) { delete s; }
@@ -33,7 +37,13 @@ void ExecutionPlan::CaptureDeleter::operator()(CaptureState* s) const { destroy_
 
 namespace {
 
-constexpr uint64_t kMaxCaptures = 3;
+// Recordings that bind every param where it is (no staging copy, no staging
+// memory: a loop over a few fixed batches, or an allocator that hands the
+// same blocks back); past that, a recording stages the params that moved
+// since the previous run, so that one replays whatever they bind.
+constexpr size_t kBoundRecordings = 4;
+constexpr size_t kMaxRecordings = kBoundRecordings + 2;  // then the least recently used goes
+constexpr uint64_t kMaxCaptures = 8;                     // then the plan stops recording
 
 bool capture_enabled() {
   const char* v = std::getenv("SPORA_GRAPH_CAPTURE");
@@ -48,68 +58,68 @@ bool qualifies(const ExecutionPlan& p) {
   return capture_enabled();
 }
 
-bool matches(const CaptureState& c, const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs) {
-  if (!c.graph) return false;
+bool matches(const CaptureState::Recording& r, const std::vector<const Tensor*>& params,
+             const std::vector<Tensor>& outputs) {
   for (size_t i = 0; i < params.size(); ++i)
-    if (c.bound[i] && params[i]->data() != c.bound[i]) return false;
+    if (r.bound[i] && params[i]->data() != r.bound[i]) return false;
   for (size_t o = 0; o < outputs.size(); ++o)
-    if (c.bound_out[o] && outputs[o].data() != c.bound_out[o]) return false;
+    if (r.bound_out[o] && outputs[o].data() != r.bound_out[o]) return false;
   return true;
 }
 
-void replay(ExecutionPlan& p, CaptureState& c, const std::vector<const Tensor*>& params,
+void replay(ExecutionPlan& p, CaptureState& c, CaptureState::Recording& r, const std::vector<const Tensor*>& params,
             const std::vector<Tensor>& outputs) {
   Device* d = p.device;
   for (size_t i = 0; i < params.size(); ++i)
-    if (!c.bound[i] && c.staged[i].nbytes()) d->copy_d2d_async(c.staged[i].data(), params[i]->data(), c.staged[i].nbytes());
-  d->launch_captured(*c.graph);
+    if (!r.bound[i] && c.staged[i].nbytes()) d->copy_d2d_async(c.staged[i].data(), params[i]->data(), c.staged[i].nbytes());
+  d->launch_captured(*r.graph);
   for (size_t o = 0; o < outputs.size(); ++o)
-    if (!c.bound_out[o] && outputs[o].nbytes())
+    if (!r.bound_out[o] && outputs[o].nbytes())
       d->copy_d2d_async(outputs[o].data(), c.staged_out[o].data(), outputs[o].nbytes());
+  r.used = ++c.clock;
   ++c.replays;
 }
 
-// Records the plan with the params that kept their address bound and the
-// rest staged. False (and nothing enqueued) when the capture failed.
-bool record(ExecutionPlan& p, CaptureState& c, const std::vector<const Tensor*>& params,
-            const std::vector<Tensor>& outputs) {
+// Records the plan with the params in `bind` bound and the rest staged. The
+// recording, or NULL (nothing enqueued) when the capture failed.
+CaptureState::Recording* record(ExecutionPlan& p, CaptureState& c, const std::vector<const Tensor*>& params,
+                                const std::vector<Tensor>& outputs, const std::vector<bool>& bind) {
   Device* d = p.device;
-  c.graph.reset();
-  c.bound.assign(params.size(), nullptr);
-  c.bound_out.assign(outputs.size(), nullptr);
-  c.staged.assign(params.size(), Tensor{});
-  c.staged_out.assign(outputs.size(), Tensor{});
-  std::vector<Tensor> args(params.size());
+  CaptureState::Recording r;
+  r.bound.assign(params.size(), nullptr);
+  r.bound_out.assign(outputs.size(), nullptr);
+  c.staged.resize(params.size());
+  c.staged_out.resize(outputs.size());
   std::vector<const Tensor*> arg_ptrs(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& t = *params[i];
-    if (t.data() == c.last[i]) {
-      c.bound[i] = t.data();
+    if (bind[i]) {
+      r.bound[i] = t.data();
       arg_ptrs[i] = &t;
       continue;
     }
-    c.staged[i] = make_tensor(d, t.dtype, t.shape);
+    if (!c.staged[i].buffer) c.staged[i] = make_tensor(d, t.dtype, t.shape);
     arg_ptrs[i] = &c.staged[i];
   }
   std::vector<Tensor> outs(outputs.size());
   for (size_t o = 0; o < outputs.size(); ++o) {
     bool on_bound = false;
     for (size_t i = 0; i < params.size() && !on_bound; ++i)
-      on_bound = c.bound[i] && outputs[o].data() == c.bound[i];
+      on_bound = r.bound[i] && outputs[o].data() == r.bound[i];
     if (on_bound) {
-      c.bound_out[o] = outputs[o].data();
+      r.bound_out[o] = outputs[o].data();
       outs[o] = outputs[o];
     } else {
-      c.staged_out[o] = make_tensor(d, outputs[o].dtype, outputs[o].shape);
+      if (!c.staged_out[o].buffer) c.staged_out[o] = make_tensor(d, outputs[o].dtype, outputs[o].shape);
       outs[o] = c.staged_out[o];
     }
   }
   // The shared kernel workspace, grown now if needed: a launch must not
-  // reallocate it while recording.
+  // reallocate it while recording. The recording keeps it alive.
   size_t workspace = 0;
   for (const auto& s : p.steps) workspace = std::max(workspace, s->kernel ? s->kernel->workspace : size_t{0});
   if (workspace) d->reserve_workspace(workspace);
-  c.workspace = d->workspace_buffer();
+  const std::shared_ptr<Buffer> ws = d->workspace_buffer();
   std::string why;
   d->begin_capture();
   try {
@@ -119,22 +129,30 @@ bool record(ExecutionPlan& p, CaptureState& c, const std::vector<const Tensor*>&
   }
   try {
     std::shared_ptr<Device::Captured> g = d->end_capture();
-    if (why.empty()) c.graph = std::move(g);
+    if (why.empty()) r.graph = std::move(g);
   } catch (const std::exception& e) {
     if (why.empty()) why = e.what();
   }
   // A launch that grew the shared workspace while recording would leave the
-  // graph pointing at a buffer this state does not hold.
-  if (why.empty() && d->workspace_buffer() != c.workspace) why = "the kernel workspace was reallocated while recording";
+  // graph pointing at a buffer nothing holds.
+  if (why.empty() && d->workspace_buffer() != ws) why = "the kernel workspace was reallocated while recording";
   ++c.captures;
   if (!why.empty()) {
-    c.graph.reset();
     c.disabled = true;
+    c.recordings.clear();
     logger().debug("[graph {}] not captured on {}: {}", p.graph.name(), d->name(), why);
-    return false;
+    return nullptr;
   }
-  logger().debug("[graph {}] captured on {} ({} steps)", p.graph.name(), d->name(), p.steps.size());
-  return true;
+  if (ws && (c.workspaces.empty() || c.workspaces.back() != ws)) c.workspaces.push_back(ws);
+  if (c.recordings.size() >= kMaxRecordings) {
+    auto lru = std::min_element(c.recordings.begin(), c.recordings.end(),
+                                [](const auto& a, const auto& b) { return a.used < b.used; });
+    c.recordings.erase(lru);
+  }
+  logger().debug("[graph {}] captured on {} ({} steps, recording {})", p.graph.name(), d->name(), p.steps.size(),
+                 c.captures);
+  c.recordings.push_back(std::move(r));
+  return &c.recordings.back();
 }
 
 }  // namespace
@@ -146,25 +164,30 @@ bool run_captured(ExecutionPlan& p, const std::vector<const Tensor*>& params, co
   }
   CaptureState& c = *p.capture;
   if (c.disabled) return false;
-  if (matches(c, params, outputs)) {
-    replay(p, c, params, outputs);
-    return true;
-  }
+  for (auto& r : c.recordings)
+    if (matches(r, params, outputs)) {
+      replay(p, c, r, params, outputs);
+      return true;
+    }
   std::vector<spora_devptr_t> now(params.size());
   for (size_t i = 0; i < params.size(); ++i) now[i] = params[i]->data();
   if (!c.noted || c.captures >= kMaxCaptures) {
     if (c.noted) {
-      c.disabled = true;  // the bound addresses keep changing: recording would not pay
+      c.disabled = true;  // bound addresses keep changing: recording would not pay
+      c.recordings.clear();
       logger().debug("[graph {}] capture stopped after {} recordings", p.graph.name(), c.captures);
     }
     c.last = std::move(now);
     c.noted = true;
     return false;
   }
-  const bool ok = record(p, c, params, outputs);
+  std::vector<bool> bind(params.size(), true);
+  if (c.captures >= kBoundRecordings)
+    for (size_t i = 0; i < params.size(); ++i) bind[i] = now[i] == c.last[i];
+  CaptureState::Recording* r = record(p, c, params, outputs, bind);
   c.last = std::move(now);
-  if (!ok) return false;
-  replay(p, c, params, outputs);
+  if (!r) return false;
+  replay(p, c, *r, params, outputs);
   return true;
 }
 

@@ -6,16 +6,19 @@
 // kernel (no cpu-placed step, collective or control flow, which need the
 // host between launches) and SPORA_GRAPH_CAPTURE is not 0. The first run
 // runs as usual (kernels initialise lazily, libraries pick algorithms).
-// The second records the launches, with each input or weight bound at its
-// address when it is the address the first run had (weights a training
-// step updates in place) and read from a staging copy otherwise (a new
-// batch each step); outputs are written to staging buffers unless they are
-// a bound weight's memory (a donated update). Every later run whose bound
-// addresses and donated outputs are the same replays it: the staging copies
-// in, one launch, the copies out. A run that binds other addresses records
-// again; a plan that needed kMaxCaptures recordings, or whose capture
-// failed (the plugin refused a call inside a kernel launch), goes back to
-// launching kernel by kernel.
+// Later runs replay a recording whose bound addresses they bind:
+//  - the first four recordings bind every input and weight where it is, so
+//    a loop over a few batches, or an allocator handing the same blocks
+//    back, replays with no copy and no staging memory;
+//  - after that, a recording binds only the params that kept their address
+//    since the previous run (weights a training step updates in place) and
+//    reads the others from staging copies (one buffer per param, shared by
+//    the recordings), so it replays whatever those bind;
+//  - outputs that are not a bound weight's memory (a donated update) are
+//    written to staging buffers and copied out; the least recently used of
+//    six recordings is dropped for a new one.
+// A plan that needed eight recordings, or whose capture failed (the plugin
+// refused a call inside a kernel launch), launches kernel by kernel again.
 #pragma once
 #include <memory>
 #include <vector>
