@@ -30,6 +30,8 @@ OWN=conv2d,conv2d_bias,conv2d_act,conv2d_add_act,conv2d_grad_input,conv2d_grad_w
 wait
 { t bench_gpu; timeout 110 ./run.sh python3 bench/gpu/bench_gpu.py --timeout 52 --steps 12; } > "$OUT/bench_gpu.log" 2>&1
 { t "training without CUDA graphs"; SPORA_GRAPH_CAPTURE=0 timeout 60 ./run.sh python3 bench/gpu/bench_gpu.py --only train --timeout 50 --steps 12 2>&1 | grep -E "train|peak"
+  for m in "lenet5 b64" "transformer b32 bf16"; do t "recordings: $m"
+    SPORA_LOG_LEVEL=debug timeout 40 ./run.sh python3 bench/gpu/train_one.py cuda "$m" 1.0 6 2>&1 | grep -iE "captur|samples/s" | sort | uniq -c; done
   t eager latency; [ -f bench/eager_latency.py ] && timeout 30 ./run.sh python3 bench/eager_latency.py cuda 2>&1 | tail -12
   t bench_eager_latency; timeout 20 ./run.sh bench_eager_latency cuda 2>&1 | tail -8; } > "$OUT/bench_extra.log" 2>&1
 { t fusion; timeout 30 ./run.sh bench_fusion 16777216 "" cuda; t matmul; timeout 15 ./run.sh bench_gpu_matmul cuda high 2>&1 | tail -14; } > "$OUT/bench_more.log" 2>&1
