@@ -432,6 +432,13 @@ void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const sp
       raise(e, "[" + k.op->name + "] on " + name_);
     return;
   }
+  if (k.workspace > kSharedWorkspaceMax) {
+    // Freed after the launch is queued: plugins defer frees past queued work.
+    const Buffer scratch(this, k.workspace);
+    if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, scratch.ptr(), s))
+      raise(e, "[" + k.op->name + "] on " + name_);
+    return;
+  }
   std::lock_guard<std::mutex> lock(workspace_mu_);
   // Growing frees the old buffer; plugins defer frees past queued work.
   if (!workspace_ || workspace_->bytes() < k.workspace) {
@@ -439,6 +446,14 @@ void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const sp
     workspace_ = std::make_shared<Buffer>(this, k.workspace);
   }
   if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, workspace_->ptr(), s))
+    raise(e, "[" + k.op->name + "] on " + name_);
+}
+
+void Device::launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs,
+                    spora_devptr_t workspace) {
+  check_alive();
+  if (k.workspace && !workspace) fail(Code::kInternal, "[{}] on {}: launched without its {}-byte workspace", k.op->name, name_, k.workspace);
+  if (spora_plugin_error_t* e = api_->kernel_launch(k.kernel, inputs, outputs, k.workspace ? workspace : nullptr, stream()))
     raise(e, "[" + k.op->name + "] on " + name_);
 }
 
@@ -483,9 +498,5 @@ void Device::launch_captured(const Captured& c) {
     raise(e, "[" + name_ + "] captured_launch");
 }
 
-std::shared_ptr<Buffer> Device::workspace_buffer() {
-  std::lock_guard<std::mutex> lock(workspace_mu_);
-  return workspace_;
-}
 
 }  // namespace spora

@@ -118,7 +118,16 @@ class Device {
   // (random seeds) cannot grow memory without bound.
   KernelRef kernel(const OpDef& op, const OpCall& call);
   static constexpr size_t kMaxCachedKernels = 4096;
+  // Scratch: kernels needing at most kSharedWorkspaceMax share one
+  // device buffer, grown on demand; a larger need gets its own buffer for
+  // the launch (freed in stream order), so that one big eager call does not
+  // leave a big buffer allocated for good.
   void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs);
+  // The same with the caller's scratch (`workspace`, at least k.workspace
+  // bytes; an execution plan holds one for its steps).
+  void launch(const KernelEntry& k, const spora_devptr_t* inputs, const spora_devptr_t* outputs,
+              spora_devptr_t workspace);
+  static constexpr size_t kSharedWorkspaceMax = size_t{1} << 20;
 
   // ---- stream capture (plugin ABI 1.2; plan_capture.h uses it) ----
   // Recorded work, freed with the plugin when the last reference goes.
@@ -147,9 +156,6 @@ class Device {
   std::shared_ptr<Captured> end_capture();
   // Enqueues one replay on the device's stream.
   void launch_captured(const Captured& c);
-  // The kernel workspace launches use now (a replay must keep the one it
-  // recorded alive: a later, larger reservation replaces it).
-  std::shared_ptr<Buffer> workspace_buffer();
 
   // Whether an op the plugin has no kernel for may run another way (its
   // decomposition, or the cpu kernel with copies). On by default; the

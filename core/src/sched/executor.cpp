@@ -133,7 +133,7 @@ void run_kernel(const Frame& f, const Step& step) {
   spora_devptr_t in[kMaxOpInputs], out[kMaxOpOutputs];
   for (size_t i = 0; i < step.inputs.size(); ++i) in[i] = f.addr(step.inputs[i]);
   for (size_t i = 0; i < step.outputs.size(); ++i) out[i] = f.addr(step.outputs[i]);
-  f.p.device->launch(*step.kernel, in, out);
+  f.p.device->launch(*step.kernel, in, out, f.p.workspace ? f.p.workspace->ptr() : nullptr);
 }
 
 void run_host_kernel(const Frame& f, Step& step) {

@@ -93,6 +93,10 @@ struct ExecutionPlan {
   std::vector<Tensor> constants;         // uploaded when planning
   std::vector<Tensor> host_constants;    // constants cpu-placed ops read
   std::shared_ptr<Buffer> arena, host_arena;
+  // Scratch of the device steps' kernels (the largest need; cpu-placed
+  // steps use the cpu device's shared scratch). The plan's own, so that a
+  // recorded replay keeps reading the buffer it recorded.
+  std::shared_ptr<Buffer> workspace;
   uint64_t arena_bytes = 0, naive_bytes = 0, host_arena_bytes = 0;
   uint64_t sub_bytes = 0, sub_naive_bytes = 0;  // held by control-flow steps
   size_t host_ops = 0, host_copies = 0;

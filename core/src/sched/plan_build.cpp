@@ -280,14 +280,14 @@ void plan_lifetimes_and_aliases(PlanBuild& b) {
 
 void plan_workspaces(PlanBuild& b) {
   // Kernel scratch sized now: growing it during a run would free the old
-  // one, which waits for the device.
+  // one, which waits for the device. Device steps get the plan's own.
   ExecutionPlan& p = *b.plan;
   size_t workspace = 0, host_workspace = 0;
   for (const auto& step : p.steps) {
     if (step->kind == Step::kKernel) workspace = std::max(workspace, step->kernel->workspace);
     if (step->kind == Step::kHostKernel) host_workspace = std::max(host_workspace, step->kernel->workspace);
   }
-  p.device->reserve_workspace(workspace);
+  if (workspace) p.workspace = std::make_shared<Buffer>(p.device, workspace);
   if (p.host) p.host->reserve_workspace(host_workspace);
 }
 

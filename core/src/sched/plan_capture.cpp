@@ -26,7 +26,6 @@ struct CaptureState {
   // output (replays are in stream order, each copies in and out around its
   // launch), made the first time one is needed.
   std::vector<Tensor> staged, staged_out;
-  std::vector<std::shared_ptr<Buffer>> workspaces;  // every kernel workspace a recording launches with
   std::vector<spora_devptr_t> last;                 // per param: its address in the previous run
   bool noted = false, disabled = false;
   uint64_t replays = 0, captures = 0, clock = 0;
@@ -114,12 +113,6 @@ CaptureState::Recording* record(ExecutionPlan& p, CaptureState& c, const std::ve
       outs[o] = c.staged_out[o];
     }
   }
-  // The shared kernel workspace, grown now if needed: a launch must not
-  // reallocate it while recording. The recording keeps it alive.
-  size_t workspace = 0;
-  for (const auto& s : p.steps) workspace = std::max(workspace, s->kernel ? s->kernel->workspace : size_t{0});
-  if (workspace) d->reserve_workspace(workspace);
-  const std::shared_ptr<Buffer> ws = d->workspace_buffer();
   std::string why;
   d->begin_capture();
   try {
@@ -133,9 +126,6 @@ CaptureState::Recording* record(ExecutionPlan& p, CaptureState& c, const std::ve
   } catch (const std::exception& e) {
     if (why.empty()) why = e.what();
   }
-  // A launch that grew the shared workspace while recording would leave the
-  // graph pointing at a buffer nothing holds.
-  if (why.empty() && d->workspace_buffer() != ws) why = "the kernel workspace was reallocated while recording";
   ++c.captures;
   if (!why.empty()) {
     c.disabled = true;
@@ -143,7 +133,6 @@ CaptureState::Recording* record(ExecutionPlan& p, CaptureState& c, const std::ve
     logger().debug("[graph {}] not captured on {}: {}", p.graph.name(), d->name(), why);
     return nullptr;
   }
-  if (ws && (c.workspaces.empty() || c.workspaces.back() != ws)) c.workspaces.push_back(ws);
   if (c.recordings.size() >= kMaxRecordings) {
     auto lru = std::min_element(c.recordings.begin(), c.recordings.end(),
                                 [](const auto& a, const auto& b) { return a.used < b.used; });
