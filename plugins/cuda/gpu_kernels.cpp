@@ -118,19 +118,24 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     if (!outputs) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "kernel_launch(" + op + "): outputs is NULL");
     if (k->plan.workspace > 0 && !workspace)
       return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "kernel_launch(" + op + "): workspace is NULL");
-    std::vector<const void*> in(inputs, inputs + d.num_inputs);
-    std::vector<void*> outp(outputs, outputs + d.num_outputs);
-    for (int i = 0; i < d.num_inputs; ++i)
-      if (!in[static_cast<size_t>(i)] && d.in[i].bytes() > 0)
+    // On the stack: an eager op's launch allocates nothing on the host.
+    const void* in[spora::plugin::kMaxOperands];
+    void* outp[spora::plugin::kMaxOperands];
+    for (int i = 0; i < d.num_inputs; ++i) {
+      in[i] = inputs[i];
+      if (!in[i] && d.in[i].bytes() > 0)
         return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "kernel_launch(" + op + "): input " + std::to_string(i) + " is NULL");
-    for (int i = 0; i < d.num_outputs; ++i)
-      if (!outp[static_cast<size_t>(i)] && d.out[i].bytes() > 0)
+    }
+    for (int i = 0; i < d.num_outputs; ++i) {
+      outp[i] = outputs[i];
+      if (!outp[i] && d.out[i].bytes() > 0)
         return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "kernel_launch(" + op + "): output " + std::to_string(i) + " is NULL");
+    }
     // The kernels check cudaGetLastError after launching: clear what an
     // earlier call left there first.
     if (const cudaError_t prior = take_stale_error("kernel_launch"); prior != cudaSuccess)
       return runtime_error("kernel_launch(" + op + "): the device failed before this launch", prior);
-    const cudaError_t e = k->plan.launch(k->plan, in.data(), outp.data(), workspace, s->stream);
+    const cudaError_t e = k->plan.launch(k->plan, in, outp, workspace, s->stream);
     if (e != cudaSuccess) return runtime_error("kernel_launch(" + op + ")", e);
     return nullptr;
   });
