@@ -72,6 +72,7 @@ struct Rt {
 void check_memory(Rt& rt);
 void check_memory_stats(Rt& rt);  // ABI 1.1, when the plugin has it
 void check_streams(Rt& rt);
+void check_capture(Rt& rt);  // ABI 1.2, when the plugin has it
 void check_bad_handles(Rt& rt);
 
 // Deterministic bytes for copy checks.

@@ -331,6 +331,7 @@ void check_runtime(Channel& ch, const AbiState& st) {
   check_memory(rt);
   check_memory_stats(rt);
   check_streams(rt);
+  check_capture(rt);
   check_bad_handles(rt);
   run_check(ch, kPart, "shutdown", [&] {
     if (!st.device->shutdown) return Outcome::not_implemented("optional");
