@@ -31,6 +31,17 @@ class Partitioner {
     // Pass 1 places the weights (the layout their first consumer asks for);
     // pass 2 builds the rank's graph with every layout known.
     weight_layout_.assign(g_.nodes().size(), TensorLayout{});
+    for (int32_t id : g_.weights()) {
+      auto it = o_.weights.find(g_.node(id).name);
+      if (it == o_.weights.end()) continue;
+      TensorLayout l = it->second;
+      l.partial = 0;
+      l.free = false;
+      if (l.rank() != g_.node(id).outputs[0].shape.rank || !divisible(g_.node(id).outputs[0].shape, l))
+        fail(Code::kInvalidArgument, "[parallel] weight '{}' of shape {} cannot be laid out {} on mesh {}",
+             g_.node(id).name, g_.node(id).outputs[0].shape.str(), l.str(m_.names), m_.str());
+      weight_layout_[static_cast<size_t>(id)] = l;
+    }
     walk(false);
     for (int32_t id : g_.weights())
       if (weight_layout_[static_cast<size_t>(id)].free || weight_layout_[static_cast<size_t>(id)].rank() !=
@@ -101,6 +112,14 @@ class Partitioner {
     return r;
   }
 
+  // The node's strategy: the plan's (options.strategies), else the user's.
+  const std::string* strategy_for(const ir::Node& n) const {
+    auto planned = o_.strategies.find(static_cast<int32_t>(&n - g_.nodes().data()));
+    if (planned != o_.strategies.end()) return &planned->second;
+    const AttrValue* attr = n.attrs.find(kStrategyAttr);
+    return attr ? &attr->s : nullptr;
+  }
+
   ShardPlan decide(const ir::Node& n) {
     ShardQuery q;
     q.op = n.op;
@@ -111,16 +130,16 @@ class Partitioner {
       q.in_layouts.push_back(layout_of(v));
     }
     q.out = n.outputs;
-    const AttrValue* strategy = n.attrs.find(kStrategyAttr);
+    const std::string* strategy = strategy_for(n);
     std::vector<TensorLayout> asked;
     if (strategy) {
-      asked = parse_strategy(g_, n, strategy->s, m_);
+      asked = parse_strategy(g_, n, *strategy, m_);
       q.in_layouts = asked;
       if (!n.op->sharding && o_.semi_auto)
         throw Error(Code::kUnimplemented,
                     ir::with_loc(fmt::format("[{}] has no sharding rule, so strategy {} cannot be applied under "
                                              "semi_auto_parallel (remove the strategy to run it replicated)",
-                                             n.op->name, strategy_text(strategy->s)),
+                                             n.op->name, strategy_text(*strategy)),
                                  n.loc));
     }
     ShardPlan p;
@@ -140,13 +159,13 @@ class Partitioner {
           throw Error(Code::kInvalidArgument,
                       ir::with_loc(fmt::format("[{}] strategy {} cannot be honoured: the op's sharding rule needs "
                                                "input {} laid out {} instead of {} (mesh {})",
-                                               n.op->name, strategy_text(strategy->s), i, p.in[i].str(m_.names),
+                                               n.op->name, strategy_text(*strategy), i, p.in[i].str(m_.names),
                                                asked[i].str(m_.names), m_.str()),
                                    n.loc));
       if (!ok)
         throw Error(Code::kInvalidArgument,
                     ir::with_loc(fmt::format("[{}] strategy {} has no sharded form for inputs of shapes {}",
-                                             n.op->name, strategy_text(strategy->s), shapes(n)),
+                                             n.op->name, strategy_text(*strategy), shapes(n)),
                                  n.loc));
     }
     if (!ok) {
@@ -250,7 +269,7 @@ class Partitioner {
     std::vector<TensorLayout> in_now;
     for (ir::Value v : n.inputs) in_now.push_back(layout_of(v));
     decisions_.push_back(fmt::format("%{} {}{}: ({}) -> ({})", id, n.op->name,
-                                     n.attrs.find(kStrategyAttr) ? " [strategy " + strategy_text(n.attrs.find(kStrategyAttr)->s) + "]" : "",
+                                     strategy_for(n) ? " [strategy " + strategy_text(*strategy_for(n)) + "]" : "",
                                      layouts_text(p.in, m_), layouts_text(p.out, m_)));
   }
 

@@ -32,6 +32,11 @@ struct PartitionOptions {
   // output index: they keep that weight's layout so they can be written
   // back to its shard. Every other output is returned replicated (whole).
   std::map<size_t, std::string> ties;
+  // A plan made elsewhere (the strategy search, parallel/search.h): a
+  // strategy per node id, used instead of the node's "strategy" attribute,
+  // and a layout per weight name, used instead of the first consumer's ask.
+  std::map<int32_t, std::string> strategies;
+  std::map<std::string, TensorLayout> weights;
 };
 
 struct WeightPlacement {

@@ -1,0 +1,62 @@
+// The strategy search of auto_parallel (search_mode "dynamic_programming",
+// docs/parallel.md "Strategy search"): picks, for every op with a sharding
+// rule, a strategy among those its rule can honour, and a layout for every
+// weight, minimising the estimated step time (compute + redistribution)
+// under a per-device memory limit. The result is per-node strategies and
+// weight layouts that the SPMD pass (spmd_pass.h) consumes unchanged
+// (PartitionOptions::strategies, ::weights).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/sharding.h"
+#include "parallel/cost_model.h"
+#include "parallel/mesh.h"
+
+namespace spora::parallel {
+
+struct SearchOptions {
+  Mesh mesh;  // shape and names; rank and groups are not used
+  DeviceSpec device;
+  Topology topology;
+  // Per-device memory limit in bytes; 0: device.memory_bytes.
+  double memory_limit = 0;
+  // Outputs that are a weight's new value keep that weight's layout (as in
+  // PartitionOptions::ties); every other output is returned whole.
+  std::map<size_t, std::string> ties;
+  // Rounds of local improvement after the dynamic programme.
+  int refine_rounds = 8;
+};
+
+// One op's choice.
+struct NodeChoice {
+  int32_t node = -1;
+  std::string op;
+  std::string strategy;  // "" for ops without a rule (they run replicated)
+  std::vector<TensorLayout> in, out;
+  double compute = 0;    // seconds on one device
+  double comm = 0;       // seconds redistributing its inputs into `in`
+  int candidates = 1;    // how many strategies were considered
+};
+
+struct SearchResult {
+  std::map<int32_t, std::string> strategies;   // node id -> "strategy" text
+  std::map<std::string, TensorLayout> weights; // weight name -> layout
+  std::vector<NodeChoice> nodes;               // every op, in graph order
+  double compute_time = 0, comm_time = 0;      // seconds per step
+  double step_time = 0;                        // their sum (no overlap)
+  double weight_bytes = 0;                     // per device
+  double activation_bytes = 0;                 // per device: peak of live op outputs in graph order
+  double memory_bytes = 0;                     // weight_bytes + activation_bytes
+  double memory_limit = 0;
+  bool fits = true;
+  double lambda = 0;     // seconds per byte of the memory penalty that made it fit
+  int evaluations = 0;   // dynamic programmes run (one per lambda tried)
+};
+
+SearchResult search(const ir::Graph& g, const SearchOptions& options);
+
+}  // namespace spora::parallel

@@ -1,0 +1,276 @@
+// The cost model and the strategy search of auto_parallel
+// (parallel/cost_model.h, parallel/search.h; docs/parallel.md): formulas
+// checked against hand-computed numbers, and searches on small training
+// steps whose best plan is known by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "autodiff/grad.h"
+#include "ir/graph.h"
+#include "ir/op.h"
+#include "ir/sharding.h"
+#include "parallel/cost_model.h"
+#include "parallel/search.h"
+#include "parallel/spmd_pass.h"
+#include "support/error.h"
+
+namespace spora {
+namespace {
+
+using parallel::CostModel;
+using parallel::DeviceSpec;
+using parallel::Topology;
+
+Shape shp(std::initializer_list<int64_t> d) {
+  Shape s;
+  for (int64_t v : d) s.push_back(v);
+  return s;
+}
+
+TensorLayout lay(std::initializer_list<int> dims, uint32_t partial = 0) {
+  TensorLayout l;
+  l.dims = dims;
+  l.partial = partial;
+  return l;
+}
+
+TensorMeta f32(std::initializer_list<int64_t> d) { return {SPORA_DTYPE_F32, shp(d)}; }
+
+Topology topo(int64_t per_node, double intra_bw, double intra_lat, double inter_bw, double inter_lat) {
+  Topology t;
+  t.devices_per_node = per_node;
+  t.intra = {intra_bw, intra_lat};
+  t.inter = {inter_bw, inter_lat};
+  return t;
+}
+
+TEST(CostModel, AxisLinkIsIntraNodeOnlyWhenTheGroupStaysInOneNode) {
+  const Topology t = topo(4, 100e9, 1e-6, 10e9, 1e-5);
+  CostModel m({2, 4}, DeviceSpec{}, t);
+  EXPECT_EQ(m.axis_link(1).bandwidth, 100e9);  // ranks r..r+3: one node
+  EXPECT_EQ(m.axis_link(0).bandwidth, 10e9);   // ranks r, r+4: two nodes
+  CostModel m8({8}, DeviceSpec{}, t);
+  EXPECT_EQ(m8.axis_link(0).latency, 1e-5);
+  CostModel m4({4, 1}, DeviceSpec{}, t);  // axis 0 spans 4 ranks, one node
+  EXPECT_EQ(m4.axis_link(0).bandwidth, 100e9);
+}
+
+TEST(CostModel, RingCollectivesFollowTheAlphaBetaFormulas) {
+  CostModel m({4}, DeviceSpec{}, topo(8, 100e9, 1e-6, 10e9, 1e-5));
+  // all_reduce: 2(n-1) alpha + 2 (n-1)/n S/B = 6e-6 + 1.5 * 1e9 / 1e11.
+  EXPECT_DOUBLE_EQ(m.all_reduce(0, 1e9), 6e-6 + 0.015);
+  // all_gather of a 4e8-byte result: 3e-6 + 0.75 * 4e8 / 1e11.
+  EXPECT_DOUBLE_EQ(m.all_gather(0, 4e8), 3e-6 + 0.003);
+  EXPECT_DOUBLE_EQ(m.reduce_scatter(0, 4e8), 3e-6 + 0.003);
+  EXPECT_DOUBLE_EQ(m.all_to_all(0, 1e8), 3e-6 + 0.00075);
+  CostModel one({1}, DeviceSpec{}, Topology{});
+  EXPECT_EQ(one.all_reduce(0, 1e9), 0.0);
+}
+
+TEST(CostModel, ComputeIsTheRooflineOfTheOpsEstimate) {
+  DeviceSpec d;
+  d.peak_flops = 1e12;
+  d.mem_bandwidth = 1e11;
+  CostModel m({4}, d, Topology{});
+  EXPECT_DOUBLE_EQ(m.compute_time(Cost{2e12, 1e9}, 4), 0.5);   // flop-bound
+  EXPECT_DOUBLE_EQ(m.compute_time(Cost{1e6, 1e11}, 1), 1.0);   // bandwidth-bound
+  // matmul (128,256)x(256,64): 2*128*64*256 flops, 4*(128*256+256*64+128*64) bytes.
+  const OpDef* mm = OpRegistry::get().find("matmul");
+  const double flops = 2.0 * 128 * 64 * 256, bytes = 4.0 * (128 * 256 + 256 * 64 + 128 * 64);
+  EXPECT_DOUBLE_EQ(m.op_time(*mm, {f32({128, 256}), f32({256, 64})}, Attrs{}, 2),
+                   std::max(flops / 1e12, bytes / 1e11) / 2);
+}
+
+TEST(CostModel, RedistributionPricesWhatThePassInserts) {
+  const double B = 1e9, a = 1e-6;
+  CostModel m({4}, DeviceSpec{}, topo(8, B, a, B, a));
+  const TensorMeta t = f32({64, 32});  // 8192 bytes
+  EXPECT_DOUBLE_EQ(m.local_bytes(t, lay({0, -1})), 2048);
+  // partial -> split: one reduce_scatter of the whole 8192-byte buffer.
+  EXPECT_DOUBLE_EQ(m.redistribute(t, lay({-1, -1}, 1), lay({0, -1})), 3 * a + 0.75 * 8192 / B);
+  // partial -> replicated: all_reduce.
+  EXPECT_DOUBLE_EQ(m.redistribute(t, lay({-1, -1}, 1), lay({-1, -1})), 6 * a + 1.5 * 8192 / B);
+  // split rows -> split columns: one all_to_all of the 2048-byte block.
+  EXPECT_DOUBLE_EQ(m.redistribute(t, lay({0, -1}), lay({-1, 0})), 3 * a + 0.75 * 2048 / B);
+  // split -> replicated: all_gather into 8192 bytes.
+  EXPECT_DOUBLE_EQ(m.redistribute(t, lay({0, -1}), lay({-1, -1})), 3 * a + 0.75 * 8192 / B);
+  // replicated -> split: a local slice, free.
+  EXPECT_EQ(m.redistribute(t, lay({-1, -1}), lay({0, -1})), 0.0);
+}
+
+TEST(CostModel, BadDescriptionsAreErrors) {
+  DeviceSpec d;
+  d.peak_flops = 0;
+  EXPECT_THROW(CostModel({4}, d, Topology{}), Error);
+  EXPECT_THROW(CostModel({4}, DeviceSpec{}, topo(0, 1, 0, 1, 0)), Error);
+}
+
+// One SGD training step of x(b, i) -> matmul w1 (i, h) -> relu -> matmul w2
+// (h, o) -> sum(y * y): forward, gradients (autodiff) and the update, with the
+// updated weights as outputs 1 and 2 tied to w1 and w2.
+struct Step {
+  ir::Graph g;
+  std::map<size_t, std::string> ties;
+};
+
+Step mlp_step(int64_t b, int64_t i, int64_t h, int64_t o) {
+  ir::Graph f;
+  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({b, i}));
+  const ir::Value w1 = f.add_weight("w1", SPORA_DTYPE_F32, shp({i, h}));
+  const ir::Value w2 = f.add_weight("w2", SPORA_DTYPE_F32, shp({h, o}));
+  const ir::Value hdn = f.add_op("relu", {f.add_op("matmul", {x, w1}, Attrs{})[0]}, Attrs{})[0];
+  const ir::Value y = f.add_op("matmul", {hdn, w2}, Attrs{})[0];
+  Attrs all;
+  all.set("axes", AttrValue::of_ints({0, 1}));
+  // sum(y * y): the loss needs y whole (a partial y must be all-reduced first).
+  const ir::Value loss = f.add_op("sum", {f.add_op("mul", {y, y}, Attrs{})[0]}, all)[0];
+  f.set_outputs({loss});
+  Step s;
+  s.g = autodiff::value_and_grad(f, {w1.node, w2.node}, 0);
+  // outputs now: loss, dw1, dw2
+  const ir::Value dw1 = s.g.outputs()[1], dw2 = s.g.outputs()[2];
+  const ir::Value lr = s.g.add_input("lr", SPORA_DTYPE_F32, shp({}));
+  const ir::Value scale = s.g.add_input("grad_scale", SPORA_DTYPE_F32, shp({}));
+  const std::vector<ir::Value> upd = s.g.add_op("sgd_update", {lr, scale, w1, w2, dw1, dw2}, Attrs{});
+  s.g.set_outputs({s.g.outputs()[0], upd[0], upd[1]});
+  s.ties = {{1, "w1"}, {2, "w2"}};
+  return s;
+}
+
+parallel::SearchOptions options(std::vector<int64_t> mesh, double peak, double bw, double limit) {
+  parallel::SearchOptions o;
+  o.mesh.shape = std::move(mesh);
+  o.device.peak_flops = peak;
+  o.device.mem_bandwidth = 1e12;
+  o.device.memory_bytes = 80e9;
+  o.topology = topo(8, bw, 1e-6, bw, 1e-6);
+  o.memory_limit = limit;
+  return o;
+}
+
+// The plan as text, for failure messages.
+std::string dump(const parallel::SearchResult& r) {
+  std::string s = "step " + std::to_string(r.step_time) + " s, memory " + std::to_string(r.memory_bytes) +
+                  " (weights " + std::to_string(r.weight_bytes) + ")\n";
+  for (const auto& [name, l] : r.weights) s += "  " + name + " " + l.str() + "\n";
+  for (const auto& n : r.nodes) {
+    s += "  %" + std::to_string(n.node) + " " + n.op + " '" + n.strategy + "' (";
+    for (const auto& l : n.in) s += l.str() + " ";
+    s += ") -> (";
+    for (const auto& l : n.out) s += l.str() + " ";
+    s += ") compute " + std::to_string(n.compute) + " comm " + std::to_string(n.comm) + "\n";
+  }
+  return s;
+}
+
+const parallel::NodeChoice& first(const parallel::SearchResult& r, const std::string& op) {
+  for (const auto& n : r.nodes)
+    if (n.op == op) return n;
+  throw Error(Code::kInternal, "no " + op);
+}
+
+TEST(StrategySearch, TinyMlpWithALargeBatchStaysDataParallel) {
+  // Data parallel all-reduces the weight gradients (16x16 + 16x64 floats);
+  // splitting the hidden layer would all-reduce y (4096x64 floats).
+  Step s = mlp_step(4096, 16, 16, 64);
+  parallel::SearchOptions o = options({4}, 1e9, 1e10, 0);
+  o.ties = s.ties;
+  const parallel::SearchResult r = parallel::search(s.g, o);
+  EXPECT_TRUE(r.fits);
+  // Weights replicated, the batch split: data parallel.
+  EXPECT_TRUE(r.weights.at("w1").is_replicated()) << dump(r);
+  EXPECT_TRUE(r.weights.at("w2").is_replicated()) << r.weights.at("w2").str();
+  EXPECT_EQ(first(r, "matmul").strategy, "4,1;1,1");
+  EXPECT_EQ(first(r, "matmul").out[0].str(), "[S0, R]");
+  // Every matmul's work is divided by 4: the step costs about a quarter of
+  // the replicated one (the same search on a 1-device mesh).
+  parallel::SearchOptions one = options({1}, 1e9, 1e10, 0);
+  one.ties = s.ties;
+  const parallel::SearchResult r1 = parallel::search(s.g, one);
+  EXPECT_EQ(r1.comm_time, 0.0);
+  EXPECT_LT(r.step_time, 0.3 * r1.step_time);
+  EXPECT_GT(r.comm_time, 0.0);  // the weight gradients are all-reduced
+  // The pass applies the plan unchanged: the rank's x block is a slice and
+  // the weights stay whole.
+  parallel::PartitionOptions po;
+  po.mesh.shape = {4};
+  po.mesh.groups = {7};
+  po.semi_auto = false;
+  po.ties = s.ties;
+  po.strategies = r.strategies;
+  po.weights = r.weights;
+  const parallel::PartitionResult p = parallel::partition(s.g, po);
+  EXPECT_EQ(p.weights[0].local, shp({16, 16}));
+  int all_reduces = 0;
+  std::string ops;
+  for (const auto& n : p.graph.nodes())
+    if (n.op) {
+      ops += n.op->name + " ";
+      if (n.op->name == "all_reduce" || n.op->name == "reduce_scatter") ++all_reduces;
+    }
+  // The loss and both weight gradients are summed over the batch split: an
+  // all_reduce each, or (the search may prefer it) a reduce_scatter into a
+  // split update whose result is gathered back, which costs the same and
+  // divides the update's work.
+  EXPECT_GE(all_reduces, 3) << ops << "\n" << dump(r);
+}
+
+TEST(StrategySearch, WideHiddenLayerUnderAMemoryLimitIsSplit) {
+  // w1 (32, 4096) + w2 (4096, 10) in f32: 688,128 bytes replicated; the
+  // limit of 450,000 bytes per device forbids replicating them.
+  Step s = mlp_step(16, 32, 4096, 10);
+  parallel::SearchOptions o = options({4}, 1e12, 1e10, 450000);
+  o.ties = s.ties;
+  const parallel::SearchResult r0 = [&] {
+    parallel::SearchOptions u = o;
+    u.memory_limit = 1e12;
+    return parallel::search(s.g, u);
+  }();
+  EXPECT_TRUE(r0.weights.at("w1").is_replicated());  // unconstrained: tiny batch, no reason to split
+  const parallel::SearchResult r = parallel::search(s.g, o);
+  ASSERT_TRUE(r.fits) << dump(r);
+  EXPECT_LE(r.memory_bytes, 450000);
+  EXPECT_GT(r.lambda, 1e-14);  // the memory penalty made it fit
+  EXPECT_TRUE(r.weights.at("w1").is_split()) << r.weights.at("w1").str();
+  EXPECT_TRUE(r.weights.at("w2").is_split()) << r.weights.at("w2").str();
+  EXPECT_LE(r.weight_bytes, 688128.0 / 4 + 1);
+  // Megatron's pair: hidden columns of w1, hidden rows of w2.
+  EXPECT_EQ(r.weights.at("w1").str(), "[R, S0]");
+  EXPECT_EQ(r.weights.at("w2").str(), "[S0, R]");
+  // The pass gives each rank a quarter of each weight.
+  parallel::PartitionOptions po;
+  po.mesh.shape = {4};
+  po.mesh.groups = {7};
+  po.semi_auto = false;
+  po.ties = s.ties;
+  po.strategies = r.strategies;
+  po.weights = r.weights;
+  const parallel::PartitionResult p = parallel::partition(s.g, po);
+  EXPECT_EQ(p.weights[0].local, shp({32, 1024}));
+  EXPECT_EQ(p.weights[1].local, shp({1024, 10}));
+}
+
+TEST(StrategySearch, NothingFitsIsReportedNotHidden) {
+  Step s = mlp_step(16, 32, 4096, 10);
+  parallel::SearchOptions o = options({4}, 1e12, 1e10, 1000);
+  o.ties = s.ties;
+  const parallel::SearchResult r = parallel::search(s.g, o);
+  EXPECT_FALSE(r.fits);
+  EXPECT_GT(r.memory_bytes, 1000);
+}
+
+TEST(StrategySearch, AUsersStrategyIsKept) {
+  ir::Graph f;
+  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({64, 16}));
+  const ir::Value w = f.add_weight("w", SPORA_DTYPE_F32, shp({16, 64}));
+  Attrs a;
+  a.set("strategy", AttrValue::of_string("1,1;1,4"));
+  f.set_outputs({f.add_op("matmul", {x, w}, a)[0]});
+  const parallel::SearchResult r = parallel::search(f, options({4}, 1e9, 1e10, 0));
+  EXPECT_EQ(r.strategies.at(first(r, "matmul").node), "1,1;1,4");
+  EXPECT_EQ(r.weights.at("w").str(), "[R, S0]");
+}
+
+}  // namespace
+}  // namespace spora
