@@ -362,3 +362,82 @@ def test_eager_call_with_split_parameters_is_refused():
         net(spora.Tensor(batches(1)[0][0]))
     spora.set_context(mode=spora.GRAPH_MODE)  # compiled, it runs: the whole output on every rank
     assert net(spora.Tensor(batches(1)[0][0])).shape == (16, 10)
+
+
+class TinyTransformer(nn.Cell):
+    """One encoder block from primitives: multi-head self-attention (heads
+    split over the ranks: q/k/v projections by columns, the output
+    projection by rows, Megatron's layout), residual and layer norm, then a
+    feed-forward pair split the same way."""
+
+    B, S, D, H, F = 4, 8, 16, 4, 32
+
+    def __init__(self, n=1):
+        super().__init__()
+        rng = np.random.default_rng(5)
+        f32 = np.float32
+        D, F = self.D, self.F
+
+        def p(shape, name, scale=0.3):
+            return spora.Parameter(spora.Tensor((rng.standard_normal(shape) * scale).astype(f32)), name=name)
+
+        self.wq, self.wk, self.wv, self.wo = p((D, D), "wq"), p((D, D), "wk"), p((D, D), "wv"), p((D, D), "wo")
+        self.w1, self.w2 = p((D, F), "w1"), p((F, D), "w2")
+        self.gamma = spora.Parameter(spora.Tensor(np.ones(D, f32)), name="gamma")
+        self.beta = spora.Parameter(spora.Tensor(np.zeros(D, f32)), name="beta")
+        cols, rows = ((1, 1), (1, n)), ((1, n), (n, 1))
+        self.q, self.k, self.v = ops.MatMul().shard(cols), ops.MatMul().shard(cols), ops.MatMul().shard(cols)
+        self.o = ops.MatMul().shard(rows)
+        heads = ((1, n, 1, 1), (1, n, 1, 1))
+        self.scores = ops.BatchMatMul().shard(heads)
+        self.context = ops.BatchMatMul().shard(heads)
+        self.ff1, self.ff2 = ops.MatMul().shard(cols), ops.MatMul().shard(rows)
+        self.relu = ops.ReLU()
+
+    def _heads(self, t):
+        return t.reshape(self.B, self.S, self.H, self.D // self.H).transpose(0, 2, 1, 3)
+
+    def construct(self, x):
+        B, S, D = self.B, self.S, self.D
+        x2 = x.reshape(B * S, D)
+        q, k, v = self._heads(self.q(x2, self.wq)), self._heads(self.k(x2, self.wk)), self._heads(self.v(x2, self.wv))
+        att = ops.softmax(self.scores(q, k.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(D // self.H)), -1)
+        ctx = self.context(att, v).transpose(0, 2, 1, 3).reshape(B * S, D)
+        h = ops.layer_norm(x2 + self.o(ctx, self.wo), (D,), self.gamma, self.beta)
+        return (h + self.ff2(self.relu(self.ff1(h, self.w1)), self.w2)).reshape(B, S, D)
+
+
+def test_small_transformer_block_equals_single_process():
+    """Issue 15 line 3's transformer: heads split over the ranks equals the
+    one-process block step by step; the split weights are 1/N per rank."""
+    n = comm.get_group_size()
+    if TinyTransformer.H % n:
+        pytest.skip(f"{TinyTransformer.H} heads do not split over {n} ranks")
+    rng = np.random.default_rng(21)
+    T = TinyTransformer
+    data = [(rng.standard_normal((T.B, T.S, T.D)).astype(np.float32),
+             rng.standard_normal((T.B, T.S, T.D)).astype(np.float32)) for _ in range(4)]
+
+    def fit(net):
+        opt = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
+        loss_fn = nn.MSELoss()
+        grad_fn = spora.value_and_grad(lambda x, y: loss_fn(net(x), y), grad_position=None, weights=opt.parameters)
+
+        @spora.jit
+        def step(x, y):
+            loss, grads = grad_fn(x, y)
+            opt(grads)
+            return loss
+        return [float(step(spora.Tensor(x), spora.Tensor(y)).asnumpy()) for x, y in data]
+
+    ref = TinyTransformer()
+    ref_losses = fit(ref)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    net = TinyTransformer(n)
+    losses = fit(net)
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    for p_ref, p in zip(ref.trainable_params(), net.trainable_params()):
+        np.testing.assert_allclose(_spmd.gather(p), p_ref.asnumpy(), rtol=1e-5, atol=1e-6, err_msg=p.name)
+    D, F = T.D, T.F
+    assert net.wq.asnumpy().shape == (D, D // n) and net.wo.asnumpy().shape == (D // n, D)
+    assert net.w1.asnumpy().shape == (D, F // n) and net.w2.asnumpy().shape == (F // n, D)
