@@ -13,15 +13,30 @@ semi_auto_parallel (docs/parallel.md): ops carry strategies
 GRAPH_MODE) are partitioned per rank by the core's SPMD pass, and split
 Parameters keep only this rank's block. mesh_shape / axis_names (optional)
 arrange the device_num ranks as a grid whose axes strategies may name.
+
+auto_parallel: the same partitioning, with the strategies chosen for the
+user. search_mode="dynamic_programming" (default) runs the core's strategy
+search (a cost model of compute, memory and communication; device_spec,
+topology and memory_limit describe the machine); "sharding_propagation"
+propagates layouts from the ops the user annotated (the rest follow by
+their sharding rules). spora.parallel.describe_plan(net) prints the plan.
 """
 STAND_ALONE = "stand_alone"
 DATA_PARALLEL = "data_parallel"
 SEMI_AUTO_PARALLEL = "semi_auto_parallel"
 AUTO_PARALLEL = "auto_parallel"
-_MODES = (STAND_ALONE, DATA_PARALLEL, SEMI_AUTO_PARALLEL)
+_MODES = (STAND_ALONE, DATA_PARALLEL, SEMI_AUTO_PARALLEL, AUTO_PARALLEL)
+DYNAMIC_PROGRAMMING = "dynamic_programming"
+SHARDING_PROPAGATION = "sharding_propagation"
+_SEARCH_MODES = (DYNAMIC_PROGRAMMING, SHARDING_PROPAGATION)
+# Keys of device_spec and topology (docs/parallel.md, "Cost model").
+_DEVICE_KEYS = ("peak_flops", "mem_bandwidth", "memory_bytes")
+_TOPOLOGY_KEYS = ("devices_per_node", "intra_bandwidth", "intra_latency", "inter_bandwidth", "inter_latency")
 
-_state = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": None, "global_rank": None,
-          "mesh_shape": None, "axis_names": None}
+_DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": None, "global_rank": None,
+             "mesh_shape": None, "axis_names": None, "search_mode": DYNAMIC_PROGRAMMING, "device_spec": None,
+             "topology": None, "memory_limit": None}
+_state = dict(_DEFAULTS)
 
 
 def set_auto_parallel_context(**kwargs):
@@ -32,8 +47,14 @@ def set_auto_parallel_context(**kwargs):
         if k not in _state:
             raise ValueError(f"[parallel] unknown auto-parallel option {k!r}; known: {', '.join(sorted(_state))}")
         if k == "parallel_mode" and v not in _MODES:
-            raise ValueError(f"[parallel] parallel_mode {v!r} is not supported; supported: {', '.join(_MODES)} "
-                             "(auto_parallel, the strategy search, is not implemented yet)")
+            raise ValueError(f"[parallel] parallel_mode {v!r} is not supported; supported: {', '.join(_MODES)}")
+        if k == "search_mode" and v not in _SEARCH_MODES:
+            raise ValueError(f"[parallel] search_mode {v!r} is not supported; supported: {', '.join(_SEARCH_MODES)}")
+        for key, known in (("device_spec", _DEVICE_KEYS), ("topology", _TOPOLOGY_KEYS)):
+            if k == key and v is not None:
+                bad = [x for x in v if x not in known]
+                if bad:
+                    raise ValueError(f"[parallel] {key} has unknown keys {bad}; known: {', '.join(known)}")
         _state[k] = v
 
 
@@ -44,8 +65,8 @@ def get_auto_parallel_context(key):
 
 
 def reset_auto_parallel_context():
-    _state.update(parallel_mode=STAND_ALONE, gradients_mean=False, device_num=None, global_rank=None,
-                  mesh_shape=None, axis_names=None)
+    _state.clear()
+    _state.update(_DEFAULTS)
 
 
 def data_parallel():
@@ -64,8 +85,29 @@ def data_parallel():
 
 
 def semi_auto():
-    """True under semi_auto_parallel: compiled steps are partitioned."""
-    return _state["parallel_mode"] == SEMI_AUTO_PARALLEL
+    """True under semi_auto_parallel or auto_parallel: compiled steps are partitioned."""
+    return _state["parallel_mode"] in (SEMI_AUTO_PARALLEL, AUTO_PARALLEL)
+
+
+def auto():
+    """True under auto_parallel (strategies chosen for the user)."""
+    return _state["parallel_mode"] == AUTO_PARALLEL
+
+
+def search_options():
+    """The options of the core's strategy search, or None under
+    sharding_propagation (and outside auto_parallel)."""
+    if not auto() or _state["search_mode"] != DYNAMIC_PROGRAMMING:
+        return None
+    opts = {"search": DYNAMIC_PROGRAMMING}
+    if _state["device_spec"]:
+        opts["device"] = {k: float(v) for k, v in _state["device_spec"].items()}
+    if _state["topology"]:
+        opts["topology"] = {k: (int(v) if k == "devices_per_node" else float(v))
+                            for k, v in _state["topology"].items()}
+    if _state["memory_limit"] is not None:
+        opts["memory_limit"] = float(_state["memory_limit"])
+    return opts
 
 
 def mesh():
@@ -74,7 +116,7 @@ def mesh():
     the product of mesh_shape."""
     from . import communication as comm
     if not comm.is_initialized():
-        raise RuntimeError("[parallel] parallel_mode='semi_auto_parallel' needs spora.communication.init() first")
+        raise RuntimeError(f"[parallel] parallel_mode={_state['parallel_mode']!r} needs spora.communication.init() first")
     size = comm.get_group_size()
     n = _state["device_num"]
     if n is None:

@@ -12,6 +12,7 @@ from . import _parallel
 from ._tensor import Tensor
 
 _axis_comms_cache = {}
+_plans = []  # the latest partition reports (describe_plan finds a network's)
 
 
 def _comm():
@@ -114,18 +115,61 @@ def partition(graph, state, n_out, assigned):
         if name is not None:
             ties[str(n_out + k)] = name
     opts = {"mesh": list(shape), "rank": communication.get_rank(), "groups": [c.id for c in comms],
-            "semi_auto": True, "ties": ties}
+            "semi_auto": not _parallel.auto(), "ties": ties}
     if names:
         opts["axis_names"] = list(names)
+    opts.update(_parallel.search_options() or {})
     plan = json.loads(graph.partition(json.dumps(opts)))
     for p, w in zip(state.weights, plan["weights"]):
         shard_parameter(p, w["split"], tuple(w["shape"]), shape)
+    plan["parameters"] = [id(p) for p in state.weights]
+    _plans.append(plan)
+    del _plans[:-16]  # the latest few, for describe_plan
     return plan
 
 
+def _size(b):
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(b) < 1024 or unit == "GiB":
+            return f"{b:.1f} {unit}" if unit != "B" else f"{int(b)} B"
+        b /= 1024
+
+
+def plan_of(obj):
+    """The latest partition report of obj: a report itself, a compiled step
+    (spora.jit: its last_plan), a Model (its network) or a Cell (the latest
+    plan holding one of its Parameters)."""
+    if isinstance(obj, dict):
+        return obj
+    if getattr(obj, "last_plan", None) is not None:
+        return obj.last_plan
+    net = getattr(obj, "_network", None) or getattr(obj, "network", None) or obj
+    if hasattr(net, "trainable_params"):
+        ids = {id(p) for p in net.trainable_params()}
+        for plan in reversed(_plans):
+            if ids & set(plan.get("parameters", ())):
+                return plan
+    raise ValueError(f"[parallel] no partition plan for {type(obj).__name__}: run a compiled training step under "
+                     "semi_auto_parallel or auto_parallel first")
+
+
 def describe(plan):
-    """The plan as text: mesh, each weight's layout and local shape, each op's decision."""
+    """The plan as text: mesh, each weight's layout and local shape, each op's
+    decision; under auto_parallel's search also each op's strategy, the
+    estimated step time and the memory per device."""
     lines = [f"mesh {tuple(plan['mesh'])}, rank {plan['rank']}"]
+    search = plan.get("plan")
+    if search:
+        fits = "fits" if search["fits"] else "does NOT fit"
+        lines.append(f"  search {search['search']}: estimated step {search['step_time_s'] * 1e3:.4g} ms "
+                     f"(compute {search['compute_s'] * 1e3:.4g} ms, communication {search['comm_s'] * 1e3:.4g} ms); "
+                     f"memory per device {_size(search['memory_bytes'])} (weights {_size(search['weight_bytes'])}, "
+                     f"activations {_size(search['activation_bytes'])}), {fits} in {_size(search['memory_limit'])}")
+        for op in search["ops"]:
+            strategy = f" strategy {op['strategy']!r}" if op["strategy"] else " (no rule: replicated)"
+            lines.append(f"  %{op['node']} {op['op']}{strategy}: ({', '.join(op['in'])}) -> ({', '.join(op['out'])}) "
+                         f"compute {op['compute_s'] * 1e6:.3g} us, comm {op['comm_s'] * 1e6:.3g} us "
+                         f"[{op['candidates']} candidates]")
     for w in plan["weights"]:
         lines.append(f"  weight {w['name']}: {tuple(w['shape'])} {w['layout']} -> local {tuple(w['local_shape'])}")
     lines += ["  " + d for d in plan["decisions"]]

@@ -51,8 +51,8 @@ def test_bad_input_names_the_problem():
         comm.all_reduce(spora.Tensor(np.ones(2, np.float32)), "avgg")
     with pytest.raises(ValueError, match="already initialised with backend 'mpi'"):
         comm.init("nccl")
-    with pytest.raises(ValueError, match="auto_parallel"):
-        spora.set_auto_parallel_context(parallel_mode="auto_parallel")
+    with pytest.raises(ValueError, match="parallel_mode 'hybrid_parallel' is not supported"):
+        spora.set_auto_parallel_context(parallel_mode="hybrid_parallel")
     with pytest.raises(ValueError, match="shard_id 2 is not in"):
         NumpySlicesDataset(np.zeros(4), num_shards=2, shard_id=2)
 
