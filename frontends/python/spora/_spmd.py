@@ -122,6 +122,12 @@ def partition(graph, state, n_out, assigned):
     plan = json.loads(graph.partition(json.dumps(opts)))
     for p, w in zip(state.weights, plan["weights"]):
         shard_parameter(p, w["split"], tuple(w["shape"]), shape)
+    search = plan.get("plan")
+    if search is not None and not search["fits"]:
+        import warnings
+        warnings.warn(f"[parallel] auto_parallel: no plan found fits the memory limit of {_size(search['memory_limit'])} "
+                      f"per device; the smallest found needs {_size(search['memory_bytes'])} (describe_plan shows it)",
+                      RuntimeWarning, stacklevel=3)
     plan["parameters"] = [id(p) for p in state.weights]
     _plans.append(plan)
     del _plans[:-16]  # the latest few, for describe_plan
