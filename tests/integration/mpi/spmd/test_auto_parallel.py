@@ -145,3 +145,76 @@ def test_unknown_search_mode_is_an_error():
         spora.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="greedy")
     with pytest.raises(ValueError, match="topology has unknown keys"):
         spora.set_auto_parallel_context(topology={"bandwidth": 1})
+
+
+class Block(nn.Cell):
+    """One encoder block from primitives without any strategy: 4-head
+    self-attention, residual, layer norm, feed-forward pair."""
+
+    B, S, D, H, F = 4, 8, 16, 4, 32
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(5)
+        D, F = self.D, self.F
+
+        def p(shape, name):
+            return spora.Parameter(spora.Tensor((rng.standard_normal(shape) * 0.3).astype(np.float32)), name=name)
+
+        self.wq, self.wk, self.wv, self.wo = p((D, D), "wq"), p((D, D), "wk"), p((D, D), "wv"), p((D, D), "wo")
+        self.w1, self.w2 = p((D, F), "w1"), p((F, D), "w2")
+        self.gamma = spora.Parameter(spora.Tensor(np.ones(D, np.float32)), name="gamma")
+        self.beta = spora.Parameter(spora.Tensor(np.zeros(D, np.float32)), name="beta")
+        self.mm = ops.MatMul()
+        self.bmm = ops.BatchMatMul()
+        self.relu = ops.ReLU()
+
+    def _heads(self, t):
+        return t.reshape(self.B, self.S, self.H, self.D // self.H).transpose(0, 2, 1, 3)
+
+    def construct(self, x):
+        B, S, D = self.B, self.S, self.D
+        x2 = x.reshape(B * S, D)
+        q, k, v = (self._heads(self.mm(x2, w)) for w in (self.wq, self.wk, self.wv))
+        att = ops.softmax(self.bmm(q, k.transpose(0, 1, 3, 2)) * (1.0 / np.sqrt(D // self.H)), -1)
+        ctx = self.bmm(att, v).transpose(0, 2, 1, 3).reshape(B * S, D)
+        h = ops.layer_norm(x2 + self.mm(ctx, self.wo), (D,), self.gamma, self.beta)
+        return (h + self.mm(self.relu(self.mm(h, self.w1)), self.w2)).reshape(B, S, D)
+
+
+def test_auto_parallel_transformer_block_equals_single_process():
+    """The search plans a whole attention block's training step (no
+    strategies), unconstrained and under a memory limit below what the
+    unconstrained plan needs; both train equal to one process."""
+    n = comm.get_group_size()
+    rng = np.random.default_rng(21)
+    data = [(rng.standard_normal((Block.B, Block.S, Block.D)).astype(np.float32),
+             rng.standard_normal((Block.B, Block.S, Block.D)).astype(np.float32)) for _ in range(4)]
+
+    def fit(net):
+        opt = nn.Momentum(net.trainable_params(), learning_rate=0.05, momentum=0.9)
+        loss_fn = nn.MSELoss()
+        grad_fn = spora.value_and_grad(lambda x, y: loss_fn(net(x), y), grad_position=None, weights=opt.parameters)
+
+        @spora.jit
+        def step(x, y):
+            loss, grads = grad_fn(x, y)
+            opt(grads)
+            return loss
+        return [float(step(spora.Tensor(x), spora.Tensor(y)).asnumpy()) for x, y in data], step
+
+    ref = Block()
+    ref_losses, _ = fit(ref)
+    spora.set_auto_parallel_context(parallel_mode="auto_parallel", device_num=n)
+    net = Block()
+    losses, step = fit(net)
+    check_equal(ref, ref_losses, net, losses)
+    need = step.last_plan["plan"]["memory_bytes"]
+
+    spora.set_auto_parallel_context(parallel_mode="auto_parallel", device_num=n, memory_limit=0.8 * need)
+    net = Block()
+    losses, step = fit(net)
+    plan = step.last_plan["plan"]
+    assert plan["fits"] and plan["memory_bytes"] <= 0.8 * need, _spmd.describe(step.last_plan)
+    assert any(w["local_shape"] != w["shape"] for w in step.last_plan["weights"])  # something is split
+    check_equal(ref, ref_losses, net, losses)
