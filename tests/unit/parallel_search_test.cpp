@@ -4,6 +4,9 @@
 // steps whose best plan is known by hand.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "autodiff/grad.h"
@@ -270,6 +273,69 @@ TEST(StrategySearch, AUsersStrategyIsKept) {
   const parallel::SearchResult r = parallel::search(f, options({4}, 1e9, 1e10, 0));
   EXPECT_EQ(r.strategies.at(first(r, "matmul").node), "1,1;1,4");
   EXPECT_EQ(r.weights.at("w").str(), "[R, S0]");
+}
+
+}  // namespace
+}  // namespace spora
+
+namespace spora {
+namespace {
+
+// A deep MLP step (layers x (matmul, relu), sum(y*y), SGD) on a (2, 4)
+// mesh named (dp, mp): the search must come back with a consistent plan
+// the pass applies; prints how long it took.
+TEST(StrategySearch, DeepMlpOnA2DMesh) {
+  const int layers = 12;
+  const int64_t batch = 256, width = 512;
+  ir::Graph f;
+  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({batch, width}));
+  std::vector<int32_t> ws;
+  ir::Value h = x;
+  for (int l = 0; l < layers; ++l) {
+    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({width, width}));
+    ws.push_back(w.node);
+    h = f.add_op("relu", {f.add_op("matmul", {h, w}, Attrs{})[0]}, Attrs{})[0];
+  }
+  Attrs all;
+  all.set("axes", AttrValue::of_ints({0, 1}));
+  f.set_outputs({f.add_op("sum", {f.add_op("mul", {h, h}, Attrs{})[0]}, all)[0]});
+  ir::Graph g = autodiff::value_and_grad(f, ws, 0);
+  const ir::Value lr = g.add_input("lr", SPORA_DTYPE_F32, shp({}));
+  const ir::Value scale = g.add_input("grad_scale", SPORA_DTYPE_F32, shp({}));
+  std::vector<ir::Value> args = {lr, scale};
+  for (int32_t w : ws) args.push_back({w, 0});
+  for (int l = 0; l < layers; ++l) args.push_back(g.outputs()[static_cast<size_t>(l + 1)]);
+  const std::vector<ir::Value> upd = g.add_op("sgd_update", args, Attrs{});
+  std::vector<ir::Value> outs = {g.outputs()[0]};
+  std::map<size_t, std::string> ties;
+  for (int l = 0; l < layers; ++l) {
+    outs.push_back(upd[static_cast<size_t>(l)]);
+    ties[static_cast<size_t>(l + 1)] = "w" + std::to_string(l);
+  }
+  g.set_outputs(outs);
+  parallel::SearchOptions o = options({2, 4}, 100e12, 25e9, 0);
+  o.mesh.names = {"dp", "mp"};
+  o.ties = ties;
+  o.memory_limit = 12.0 * 512 * 512 * 4 / 2;  // half the weights' bytes: something must be split
+  const auto t0 = std::chrono::steady_clock::now();
+  const parallel::SearchResult r = parallel::search(g, o);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("deep MLP: %zu nodes, %d programmes, %.3f s, step %.3g s, memory %.0f (limit %.0f)\n", g.nodes().size(),
+              r.evaluations, secs, r.step_time, r.memory_bytes, r.memory_limit);
+  EXPECT_TRUE(r.fits) << dump(r);
+  if (std::getenv("SPORA_TEST_VERBOSE")) std::printf("%s", dump(r).c_str());
+  parallel::PartitionOptions po;
+  po.mesh.shape = {2, 4};
+  po.mesh.names = {"dp", "mp"};
+  po.mesh.groups = {7, 8};
+  po.semi_auto = false;
+  po.ties = ties;
+  po.strategies = r.strategies;
+  po.weights = r.weights;
+  const parallel::PartitionResult p = parallel::partition(g, po);
+  double local = 0;
+  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
+  EXPECT_DOUBLE_EQ(local, r.weight_bytes);  // the pass holds what the search priced
 }
 
 }  // namespace
