@@ -88,8 +88,25 @@ def save_checkpoint(save_obj, ckpt_file_name, append_dict=None, metadata=None):
     if metadata:
         if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
             raise TypeError("[save_checkpoint] metadata must map str to str")
+    plan = _parallel_plan(save_obj)
+    if plan is not None:  # the plan travels with the weights (load_checkpoint_metadata(...)["parallel_plan"])
+        metadata = dict(metadata or {}, parallel_plan=plan)
+    if metadata:
         meta = json.dumps(metadata)
     _C.checkpoint_save(path, names, [t for _, t in pairs], meta)
+
+
+def _parallel_plan(save_obj):
+    """The partition plan (JSON text) of a Cell trained under
+    semi_auto_parallel / auto_parallel, or None."""
+    from . import _parallel, _spmd
+    if not _parallel.semi_auto() or not hasattr(save_obj, "trainable_params"):
+        return None
+    try:
+        plan = _spmd.plan_of(save_obj)
+    except ValueError:
+        return None
+    return json.dumps({k: v for k, v in plan.items() if k != "parameters"})
 
 
 def _read(path, what):

@@ -8,6 +8,9 @@ weights do not fit, gets its weights split by the search and still ends
 with the same weights and losses as the same MLP trained in one process;
 the plan is printable with spora.parallel.describe_plan."""
 import io
+import json
+import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -116,6 +119,14 @@ def test_auto_parallel_search_splits_a_wide_mlp_under_a_memory_limit():
     assert plan["weight_bytes"] < weights
     assert net.w1.shape == (32, HIDDEN)
     check_equal(ref, ref_losses, net, losses)
+
+    # The plan is saved in the checkpoint's header.
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, f"rank{comm.get_rank()}.ckpt")
+        spora.save_checkpoint(net, path)
+        saved = json.loads(spora.load_checkpoint_metadata(path)["parallel_plan"])
+        assert saved["plan"]["step_time_s"] == plan["step_time_s"]
+        assert [w["layout"] for w in saved["weights"]] == [w["layout"] for w in step.last_plan["weights"]]
 
     out = io.StringIO()
     text = spora.parallel.describe_plan(net, file=out)
