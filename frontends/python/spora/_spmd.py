@@ -12,7 +12,7 @@ from . import _parallel
 from ._tensor import Tensor
 
 _axis_comms_cache = {}
-_plans = []  # the latest partition reports (describe_plan finds a network's)
+_plan_count = [0]  # partitions so far: the latest plan of a network wins
 
 
 def _comm():
@@ -128,9 +128,10 @@ def partition(graph, state, n_out, assigned):
         warnings.warn(f"[parallel] auto_parallel: no plan found fits the memory limit of {_size(search['memory_limit'])} "
                       f"per device; the smallest found needs {_size(search['memory_bytes'])} (describe_plan shows it)",
                       RuntimeWarning, stacklevel=3)
-    plan["parameters"] = [id(p) for p in state.weights]
-    _plans.append(plan)
-    del _plans[:-16]  # the latest few, for describe_plan
+    _plan_count[0] += 1
+    for p in state.weights:  # describe_plan(net) finds the latest plan through its Parameters
+        if hasattr(p, "__dict__"):
+            p.__dict__["_spmd_plan"] = (_plan_count[0], plan)
     return plan
 
 
@@ -149,12 +150,15 @@ def plan_of(obj):
         return obj
     if getattr(obj, "last_plan", None) is not None:
         return obj.last_plan
-    net = getattr(obj, "_network", None) or getattr(obj, "network", None) or obj
+    net = obj
+    for attr in ("network", "_network"):  # a Model
+        if getattr(obj, attr, None) is not None and not hasattr(obj, "trainable_params"):
+            net = getattr(obj, attr)
     if hasattr(net, "trainable_params"):
-        ids = {id(p) for p in net.trainable_params()}
-        for plan in reversed(_plans):
-            if ids & set(plan.get("parameters", ())):
-                return plan
+        found = [p.__dict__["_spmd_plan"] for p in net.trainable_params()
+                 if hasattr(p, "__dict__") and "_spmd_plan" in p.__dict__]
+        if found:
+            return max(found, key=lambda f: f[0])[1]
     raise ValueError(f"[parallel] no partition plan for {type(obj).__name__}: run a compiled training step under "
                      "semi_auto_parallel or auto_parallel first")
 

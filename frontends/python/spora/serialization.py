@@ -106,7 +106,7 @@ def _parallel_plan(save_obj):
         plan = _spmd.plan_of(save_obj)
     except ValueError:
         return None
-    return json.dumps({k: v for k, v in plan.items() if k != "parameters"})
+    return json.dumps(plan)
 
 
 def _read(path, what):

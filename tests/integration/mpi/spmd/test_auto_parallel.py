@@ -229,3 +229,18 @@ def test_auto_parallel_transformer_block_equals_single_process():
     assert plan["fits"] and plan["memory_bytes"] <= 0.8 * need, _spmd.describe(step.last_plan)
     assert any(w["local_shape"] != w["shape"] for w in step.last_plan["weights"])  # something is split
     check_equal(ref, ref_losses, net, losses)
+
+
+def test_describe_plan_of_a_model_trained_in_graph_mode():
+    n = comm.get_group_size()
+    from spora.train import Model
+    from spora.dataset import NumpySlicesDataset
+    spora.set_auto_parallel_context(parallel_mode="auto_parallel", device_num=n)
+    net = MLP()
+    x, y = batches(1, 64)[0]
+    model = Model(net, nn.CrossEntropyLoss(), nn.Momentum(net.trainable_params(), 0.1, 0.9))
+    model.train(1, NumpySlicesDataset((x, y), shuffle=False).batch(16))
+    text = spora.parallel.describe_plan(model, file=io.StringIO())
+    assert "search dynamic_programming: estimated step" in text, text
+    with pytest.raises(ValueError, match="no partition plan for MLP"):
+        spora.parallel.describe_plan(MLP())
