@@ -377,3 +377,41 @@ TEST(SpmdPass, OpsBuiltByRulesDoNotInheritTheUsersStrategy) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+// one_hot (cross_entropy's gradient one-hots the targets): the indices'
+// splits carry over, the depth dim stays whole; a split that does not
+// divide is dropped, and an axis is used once.
+TEST(ShardRules, OneHotCarriesTheIndicesSplitsAndKeepsDepthWhole) {
+  ir::Graph g;
+  const ir::Value ids = g.add_input("ids", SPORA_DTYPE_I32, shp({4, 6}));
+  Attrs a;
+  a.set("depth", AttrValue::of_int(10));
+  const ir::Value y = g.add_op("one_hot", {ids}, a)[0];
+  const ir::Node& n = g.node(y.node);
+  ASSERT_TRUE(n.op->sharding);
+  ShardQuery q;
+  q.op = n.op;
+  q.attrs = &n.attrs;
+  q.mesh = {2, 4};
+  q.in = {g.meta(ids)};
+  q.out = n.outputs;
+  q.in_layouts = {lay({0, -1})};
+  ShardPlan p;
+  ASSERT_TRUE(n.op->sharding(q, p));
+  EXPECT_EQ(p.in[0].str(), "[S0, R]");
+  EXPECT_EQ(p.out[0].str(), "[S0, R, R]");
+  q.in_layouts = {lay({1, 0}, 2)};  // splits kept (4 | 4, 2 | 6); indices are never partial sums
+  ASSERT_TRUE(n.op->sharding(q, p));
+  EXPECT_EQ(p.in[0].str(), "[S1, S0]");
+  EXPECT_EQ(p.out[0].str(), "[S1, S0, R]");
+  q.in_layouts = {lay({-1, 1})};  // 6 does not divide into 4 blocks: gathered
+  ASSERT_TRUE(n.op->sharding(q, p));
+  EXPECT_EQ(p.in[0].str(), "[R, R]");
+  EXPECT_EQ(p.out[0].str(), "[R, R, R]");
+}
+
+}  // namespace
+}  // namespace spora

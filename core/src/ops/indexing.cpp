@@ -399,6 +399,29 @@ bool shard_embedding(const ShardQuery& q, ShardPlan& p) {
   return true;
 }
 
+// one_hot: the indices' splits carry over to the leading dims, the depth
+// dim is whole (each index needs every class). Without it the gradient of
+// cross_entropy (which one-hots the targets) ran replicated: a (tokens,
+// vocabulary) tensor on every device.
+bool shard_one_hot(const ShardQuery& q, ShardPlan& p) {
+  const int r = q.in[0].shape.rank;
+  TensorLayout want = q.in_layouts[0].free ? TensorLayout::replicated(r) : q.in_layouts[0];
+  want.free = false;
+  want.partial = 0;
+  uint32_t used = 0;
+  for (int d = 0; d < r; ++d) {
+    const int a = want.dims[static_cast<size_t>(d)];
+    if (a == kReplicated) continue;
+    if ((used & (1u << a)) || !shard::divides(q, q.in[0].shape.dims[d], a)) want.dims[static_cast<size_t>(d)] = kReplicated;
+    else used |= 1u << a;
+  }
+  TensorLayout out = TensorLayout::replicated(r + 1);
+  for (int d = 0; d < r; ++d) out.dims[static_cast<size_t>(d)] = want.dims[static_cast<size_t>(d)];
+  p.in = {want};
+  p.out = {out};
+  return true;
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
@@ -446,6 +469,7 @@ void register_indexing_ops(OpRegistry& r) {
                       "dtype names the output's",
                       {}, rules::kNoGradient);
   one_hot.dtypes = {SPORA_DTYPE_I32, SPORA_DTYPE_I64};
+  one_hot.sharding = shard_one_hot;
   r.add(std::move(one_hot));
 }
 

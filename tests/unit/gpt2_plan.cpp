@@ -4,12 +4,14 @@
 // 8-, 64- and 1024-device clusters of 80 GB GPUs, 8 per node: the strategy
 // search (auto_parallel) against two hand-written plans, pure data parallel
 // and Megatron-style tensor parallel 8 within a node x data parallel across
-// nodes. The hand plans are written as a strategy on every op, so the same
+// nodes. It lives here, not in bench/, because it needs core internals (the
+// sharding rules, the search) and benches may use only the public API.
+// The hand plans are written as a strategy on every op, so the same
 // search/cost model prices them (with their strategies kept as written).
 //
-//   bench_gpt2_plan                     every model on 8, 64, 1024 devices
-//   bench_gpt2_plan small 8             one model, one device count
-//   bench_gpt2_plan --detail xl 1024    also print the searched plan's ops
+//   build/bin/bench_gpt2_plan                     every model on 8, 64, 1024 devices
+//   build/bin/bench_gpt2_plan small 8             one model, one device count
+//   build/bin/bench_gpt2_plan --detail xl 1024    also print the searched plan's ops
 //
 // The cluster (each figure's source is in docs/parallel.md, "Planning past
 // this machine"): H100 SXM, 989e12 flop/s dense bf16, 3.35e12 B/s HBM3,
@@ -118,7 +120,13 @@ Step gpt2_step(const GptConfig& c) {
   Attrs tb;
   tb.set("transpose_b", AttrValue::of_bool(true));
   const ir::Value logits = f.add_op("matmul", {ln(x, "lnf"), wte}, tb)[0];
-  f.set_outputs({op("cross_entropy", {logits, targets})});
+  // The mean over tokens as sum x 1/(b*s): cross_entropy's rule keeps a
+  // batch split only for reduction "sum" (a partial sum) or "none"; "mean"
+  // would gather the (b*s, vocab) logits on every device.
+  Attrs sum;
+  sum.set("reduction", AttrValue::of_string("sum"));
+  const ir::Value inv_tokens = f.add_input("inv_tokens", kDt, shp({}));
+  f.set_outputs({op("mul", {f.add_op("cross_entropy", {logits, targets}, sum)[0], inv_tokens})});
 
   Step st;
   st.g = autodiff::value_and_grad(f, params, 0);
@@ -347,6 +355,23 @@ Row run(const ir::Graph& g, parallel::SearchOptions o, const std::string& plan, 
                   top[i]->strategy.c_str(), top[i]->compute, top[i]->comm, cc.flops, cc.bytes);
     }
   }
+  if (detail) {
+    // Where the memory goes: weights, and the largest op outputs per device.
+    parallel::CostModel cm(o.mesh.shape, o.device, o.topology);
+    std::vector<std::pair<double, std::string>> big;
+    double sum_out = 0;
+    for (const parallel::NodeChoice& n : r.nodes)
+      for (size_t j = 0; j < n.out.size(); ++j) {
+        const double b = cm.local_bytes(g.node(n.node).outputs[j], n.out[j]);
+        sum_out += b;
+        big.push_back({b, "%" + std::to_string(n.node) + " " + n.op + " " + g.node(n.node).outputs[j].shape.str() +
+                              " " + n.out[j].str(o.mesh.names)});
+      }
+    std::sort(big.rbegin(), big.rend());
+    std::printf("  weights %.2f GB, activations (peak live) %.2f GB, all op outputs %.2f GB; largest:\n",
+                r.weight_bytes / 1e9, r.activation_bytes / 1e9, sum_out / 1e9);
+    for (size_t i = 0; i < big.size() && i < 6; ++i) std::printf("    %.3f GB %s\n", big[i].first / 1e9, big[i].second.c_str());
+  }
   std::printf("  %-22s step %9.3f s  compute %8.3f  comm %8.3f  memory %7.1f GB (%s)  %6.2f s, %d programmes\n",
               plan.c_str(), r.step_time, r.compute_time, r.comm_time, r.memory_bytes / 1e9,
               row.fits ? "fits" : "over", row.secs, r.evaluations);
@@ -379,7 +404,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
   // compare step times with the hand plans when nothing fits.
   parallel::SearchOptions u = s;
   u.memory_limit = 1e30;
-  rows.push_back(run(st.g, u, "searched (no limit)", false));
+  rows.push_back(run(st.g, u, "searched (no limit)", detail));
   // The hand plans are priced with no memory limit (so the search keeps every
   // weight where the plan's strategies want it) and compared with 80 GB here.
   if (kBatch % devices == 0) {
@@ -388,7 +413,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
     o.ties = st.ties;
     o.memory_limit = 1e30;
     annotate(g, o.mesh, batch_over_dp, all_replicated);
-    rows.push_back(run(g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), false));
+    rows.push_back(run(g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), detail));
   } else {
     std::printf("  %-22s n/a: global batch %lld < %lld devices\n", "data parallel", static_cast<long long>(kBatch),
                 static_cast<long long>(devices));
@@ -399,7 +424,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
     o.ties = st.ties;
     o.memory_limit = 1e30;
     annotate(g, o.mesh, batch_over_dp, fn);
-    rows.push_back(run(g, o, fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split", false));
+    rows.push_back(run(g, o, fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split", detail));
   }
   double best_hand = 1e300, best_fit = 1e300;
   for (size_t i = 2; i < rows.size(); ++i) {
