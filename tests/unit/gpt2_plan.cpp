@@ -400,6 +400,15 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
   s.memory_limit = 80e9;
   std::printf(" mesh %s\n", mesh_str(s.mesh).c_str());
   rows.push_back(run(st.g, s, "searched (80 GB)", detail));
+  // The same search on a 1-D mesh of every device: a layout splits a dim
+  // over one mesh axis, so only there can the batch be split over all of
+  // them (the mesh shape is the user's choice; a planner tries both).
+  if (devices > 8) {
+    parallel::SearchOptions one = cluster({devices}, {"all"});
+    one.ties = st.ties;
+    one.memory_limit = 80e9;
+    rows.push_back(run(st.g, one, "searched 1-D (80 GB)", detail));
+  }
   // The same search with no memory limit: the fastest plan it finds, to
   // compare step times with the hand plans when nothing fits.
   parallel::SearchOptions u = s;
@@ -426,14 +435,25 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
     annotate(g, o.mesh, batch_over_dp, fn);
     rows.push_back(run(g, o, fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split", detail));
   }
+  // The better searched plan of the two meshes: a fitting one, then the
+  // faster; when neither fits, the smaller.
+  if (rows.size() > 1 && rows[1].plan == "searched 1-D (80 GB)") {
+    const Row& a = rows[0];
+    const Row& b = rows[1];
+    const bool better = b.fits != a.fits ? b.fits : (b.fits ? b.step < a.step : b.memory < a.memory);
+    const double both = a.secs + b.secs;  // a planner trying both meshes pays both
+    if (better) rows[0] = b;
+    rows[0].secs = both;
+    rows.erase(rows.begin() + 1);
+  }
   double best_hand = 1e300, best_fit = 1e300;
   for (size_t i = 2; i < rows.size(); ++i) {
     best_hand = std::min(best_hand, rows[i].step);
     if (rows[i].fits) best_fit = std::min(best_fit, rows[i].step);
   }
-  std::printf(" RESULT %s %lld: searched %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, best fitting hand %s | "
+  std::printf(" RESULT %s %lld: searched [%s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, best fitting hand %s | "
               "search %.2f + %.2f s\n\n",
-              c.name, static_cast<long long>(devices), rows[0].step, rows[0].memory / 1e9,
+              c.name, static_cast<long long>(devices), rows[0].plan.c_str(), rows[0].step, rows[0].memory / 1e9,
               rows[0].fits ? "fits" : "over", rows[1].step, best_hand,
               best_fit < 1e300 ? (std::to_string(best_fit) + " s").c_str() : "none", rows[0].secs, rows[1].secs);
 }
