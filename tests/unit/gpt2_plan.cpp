@@ -286,6 +286,7 @@ parallel::SearchOptions cluster(std::vector<int64_t> shape, std::vector<std::str
   o.topology.devices_per_node = 8;  // DGX H100
   o.topology.intra = {450e9, 3e-6}; // NVLink 4: 900 GB/s bidirectional per GPU
   o.topology.inter = {50e9, 5e-6};  // one 400 Gb/s NDR InfiniBand NIC per GPU
+  o.restarts = 3;  // when a plan fits, try memory penalties for a faster one
   return o;
 }
 
@@ -421,6 +422,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
     parallel::SearchOptions o = cluster({devices}, {"dp"});
     o.ties = st.ties;
     o.memory_limit = 1e30;
+    o.restarts = 0;  // the plan as written: no penalties moving its weights
     annotate(g, o.mesh, batch_over_dp, all_replicated);
     rows.push_back(run(g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), detail));
   } else {
@@ -432,6 +434,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
     parallel::SearchOptions o = cluster({devices / 8, 8}, {"dp", "mp"});
     o.ties = st.ties;
     o.memory_limit = 1e30;
+    o.restarts = 0;  // the plan as written: no penalties moving its weights
     annotate(g, o.mesh, batch_over_dp, fn);
     rows.push_back(run(g, o, fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split", detail));
   }

@@ -340,3 +340,51 @@ TEST(StrategySearch, DeepMlpOnA2DMesh) {
 
 }  // namespace
 }  // namespace spora
+
+namespace spora {
+namespace {
+
+// Restarts under memory penalties (SearchOptions::restarts) only ever
+// replace the unpenalised plan by a faster one that fits; and the pass
+// applies the result. A 6-layer MLP step on a named (4, 4) mesh, no limit.
+TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
+  const int layers = 6;
+  ir::Graph f;
+  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({512, 256}));
+  std::vector<int32_t> ws;
+  ir::Value h = x;
+  for (int l = 0; l < layers; ++l) {
+    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({256, 256}));
+    ws.push_back(w.node);
+    h = f.add_op("relu", {f.add_op("matmul", {h, w}, Attrs{})[0]}, Attrs{})[0];
+  }
+  Attrs all;
+  all.set("axes", AttrValue::of_ints({0, 1}));
+  f.set_outputs({f.add_op("sum", {f.add_op("mul", {h, h}, Attrs{})[0]}, all)[0]});
+  ir::Graph g = autodiff::value_and_grad(f, ws, 0);
+  parallel::SearchOptions o = options({4, 4}, 100e12, 25e9, 0);
+  o.mesh.names = {"dp", "mp"};
+  o.restarts = 0;
+  const parallel::SearchResult r0 = parallel::search(g, o);
+  o.restarts = 3;
+  const parallel::SearchResult r3 = parallel::search(g, o);
+  ASSERT_TRUE(r0.fits);
+  EXPECT_TRUE(r3.fits);
+  EXPECT_EQ(r0.evaluations, 1);
+  EXPECT_EQ(r3.evaluations, 4);  // the unpenalised programme and three restarts
+  EXPECT_LE(r3.step_time, r0.step_time) << dump(r3);
+  parallel::PartitionOptions po;
+  po.mesh.shape = {4, 4};
+  po.mesh.names = {"dp", "mp"};
+  po.mesh.groups = {7, 8};
+  po.semi_auto = false;
+  po.strategies = r3.strategies;
+  po.weights = r3.weights;
+  const parallel::PartitionResult p = parallel::partition(g, po);
+  double local = 0;
+  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
+  EXPECT_DOUBLE_EQ(local, r3.weight_bytes);
+}
+
+}  // namespace
+}  // namespace spora

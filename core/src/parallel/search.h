@@ -29,6 +29,11 @@ struct SearchOptions {
   std::map<size_t, std::string> ties;
   // Rounds of local improvement after the dynamic programme.
   int refine_rounds = 8;
+  // When the unpenalised plan fits: programmes under memory penalties of
+  // step/memory x 4^k, k < restarts, keeping a faster plan that fits (the
+  // penalty can move the search out of a local minimum). Off by default:
+  // it trades memory headroom for speed (bench_gpt2_plan uses 3).
+  int restarts = 0;
 };
 
 // One op's choice.
