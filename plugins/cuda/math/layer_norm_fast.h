@@ -22,6 +22,7 @@
 
 #include "group_norm_math.h"
 #include "hd.h"
+#include "reg_rows.h"
 #include "rounded.h"
 #include "warp.h"
 
@@ -29,12 +30,9 @@ namespace spora::gpu {
 
 constexpr int kLnThreads = 256;  // block size of the register path
 
-// The register path's shape: `threads` threads (a warp or the block) per
-// row, `per` cached elements per thread, vectors of `vec` elements.
-// threads == 0: the row does not fit (general kernel).
-struct LnRegCfg {
-  int32_t threads = 0, per = 0, vec = 1;
-};
+// The register path's shape (reg_rows.h); threads == 0: the row does not
+// fit (general kernel).
+using LnRegCfg = RegRowCfg;
 
 // Largest `per` of a warp and of a block for elements of `size` bytes: a
 // thread caches at most 32 four-byte (16 eight-byte) values in a warp, and
@@ -52,34 +50,12 @@ SPORA_HD inline int ln_block_max_per(size_t size, bool backward) {
 // number of them). Rows of other lengths go element by element, in a
 // warp, with at most 16 slots.
 inline LnRegCfg ln_reg_cfg(const GnIndex& ix, size_t size, bool vec_ok, int warp = kWarp) {
-  LnRegCfg c;
-  if (ix.kind != GnKind::kLayer || ix.len < 1) return c;
-  const int full = static_cast<int>(16 / size);
-  const int vec = vec_ok && ix.len % full == 0 ? full : 1;
-  for (int per = 4; per <= (vec == 1 ? 16 : ln_warp_max_per(size)); per *= 2)
-    if (static_cast<int64_t>(warp) * per >= ix.len) {
-      c.threads = warp;
-      c.per = per;
-      c.vec = vec < per ? vec : per;
-      return c;
-    }
-  if (vec == 1) return c;
-  for (int per = 8; per <= ln_block_max_per(size, ix.backward); per *= 2)
-    if (static_cast<int64_t>(kLnThreads) * per >= ix.len) {
-      c.threads = kLnThreads;
-      c.per = per;
-      c.vec = vec < per ? vec : per;
-      return c;
-    }
-  return c;
+  if (ix.kind != GnKind::kLayer) return LnRegCfg{};
+  return reg_row_cfg(ix.len, size, vec_ok, warp, kLnThreads, ln_warp_max_per(size), ln_block_max_per(size, ix.backward));
 }
 
-// Row position of thread t's cached slot k: slots go in vectors, vector g
-// of thread t at ((g * threads) + t) * vec, so a warp's loads are
-// consecutive.
-SPORA_HD inline int64_t ln_reg_pos(int threads, int vec, int t, int k) {
-  return (static_cast<int64_t>(k / vec) * threads + t) * vec + k % vec;
-}
+// Row position of thread t's cached slot k (reg_row_pos).
+SPORA_HD inline int64_t ln_reg_pos(int threads, int vec, int t, int k) { return reg_row_pos(threads, vec, t, k); }
 
 // Pass 0 of thread t: the sum of its slots' x.
 template <class T>

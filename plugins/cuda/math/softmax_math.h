@@ -17,6 +17,7 @@
 
 #include "fmath.h"
 #include "hd.h"
+#include "reg_rows.h"
 #include "warp.h"
 #include "kernel_plan.h"  // plugins/common: Shape, AttrList (host side)
 
@@ -136,12 +137,9 @@ inline void sm_line_emulate(const SmIndex& ix, const T* x, const T* dy, T* y, in
 
 // ---- lines held in registers ----
 
-// The register path's shape: `threads` threads (a warp or the block) per
-// line, `per` cached elements per thread, vectors of `vec` elements.
-// threads == 0: the line does not fit (three-pass kernel).
-struct SmRegCfg {
-  int32_t threads = 0, per = 0, vec = 1;
-};
+// The register path's shape (reg_rows.h); threads == 0: the line does not
+// fit (three-pass kernel).
+using SmRegCfg = RegRowCfg;
 
 // The register path for lines of `ix` of elements of `size` bytes: along
 // the innermost axis, warps of `warp` lanes for lines up to warp * 32
@@ -150,36 +148,13 @@ struct SmRegCfg {
 // `vec_ok`: the tensors are aligned to 16 bytes (vectors are then used
 // when the line is a whole number of them).
 inline SmRegCfg sm_reg_cfg(const SmIndex& ix, size_t size, bool vec_ok, int warp = kWarp) {
-  SmRegCfg c;
-  if (ix.inner != 1 || ix.len < 1) return c;
+  if (ix.inner != 1) return SmRegCfg{};
   const int max_per = size >= 8 ? 16 : 32;
-  const int full = static_cast<int>(16 / size);
-  const int vec = vec_ok && ix.len % full == 0 ? full : 1;
-  // Element by element, 32 slots take every register: 16 at most.
-  for (int per = 4; per <= (vec == 1 ? 16 : max_per); per *= 2)
-    if (static_cast<int64_t>(warp) * per >= ix.len) {
-      c.threads = warp;
-      c.per = per;
-      c.vec = vec < per ? vec : per;
-      return c;
-    }
-  if (vec == 1) return c;
-  for (int per = 8; per <= max_per; per *= 2)
-    if (static_cast<int64_t>(kSmThreads) * per >= ix.len) {
-      c.threads = kSmThreads;
-      c.per = per;
-      c.vec = vec < per ? vec : per;
-      return c;
-    }
-  return c;
+  return reg_row_cfg(ix.len, size, vec_ok, warp, kSmThreads, max_per, max_per);
 }
 
-// Line position of thread t's cached slot k: slots go in vectors, vector
-// g of thread t at ((g * threads) + t) * vec, so a warp's loads are
-// consecutive.
-SPORA_HD inline int64_t sm_reg_pos(int threads, int vec, int t, int k) {
-  return (static_cast<int64_t>(k / vec) * threads + t) * vec + k % vec;
-}
+// Line position of thread t's cached slot k (reg_row_pos).
+SPORA_HD inline int64_t sm_reg_pos(int threads, int vec, int t, int k) { return reg_row_pos(threads, vec, t, k); }
 
 // Each thread caches its slots' v (x forward, y for the gradients) in the
 // storage type and w in the compute type: dy for the gradients, exp(x -
