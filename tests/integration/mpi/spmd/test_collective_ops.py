@@ -21,12 +21,6 @@ def _call(name, inputs, **attrs):
     return _C.call(name, inputs, a, 1)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def world():
-    comm.init("mpi", timeout_ms=120000)
-    yield
-    comm.release()
-
 
 def rank_block(r, shape):
     return (np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) * (r + 1) - 3 * r)

@@ -23,19 +23,6 @@ from spora import _spmd
 HIDDEN = 256
 
 
-@pytest.fixture(scope="module", autouse=True)
-def world():
-    comm.init("mpi", timeout_ms=120000)  # a failing rank must not hang the others
-    yield
-    spora.reset_auto_parallel_context()
-    comm.release()
-
-
-@pytest.fixture(autouse=True)
-def graph_mode():
-    spora.set_context(mode=spora.GRAPH_MODE)
-    yield
-    spora.reset_auto_parallel_context()
 
 
 class MLP(nn.Cell):
