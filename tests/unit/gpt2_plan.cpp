@@ -158,79 +158,20 @@ Step gpt2_step(const GptConfig& c) {
   return st;
 }
 
-// ---- hand plans, written as a strategy on every op ----
+// ---- hand plans, as starting plans (parallel::StartPlan): layouts of the
+// inputs and weights, propagated through every op by the core as sharding
+// propagation does ----
 
-std::string strategy_text_of(const std::vector<TensorLayout>& in, const parallel::Mesh& mesh) {
-  std::string s;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (i) s += ";";
-    for (int d = 0; d < in[i].rank(); ++d) {
-      if (d) s += ",";
-      const int a = in[i].dims[static_cast<size_t>(d)];
-      s += a == kReplicated ? std::string("1") : mesh.names[static_cast<size_t>(a)];
-    }
-  }
-  return s;
-}
-
-// The rule's answer for `asked`, or false (the op then runs replicated).
-bool ask_rule(const ir::Graph& g, const ir::Node& n, const std::vector<int64_t>& mesh,
-              const std::vector<TensorLayout>& asked, ShardPlan& p) {
-  ShardQuery q;
-  q.op = n.op;
-  q.attrs = &n.attrs;
-  q.mesh = mesh;
-  for (ir::Value v : n.inputs) q.in.push_back(g.meta(v));
-  q.out = n.outputs;
-  q.in_layouts = asked;
-  p = ShardPlan{};
-  bool ok = n.op->sharding(q, p) && p.in.size() == n.inputs.size() && p.out.size() == n.outputs.size();
-  for (size_t i = 0; ok && i < p.in.size(); ++i) ok = !p.in[i].free && p.in[i].rank() == q.in[i].shape.rank;
-  return ok;
-}
-
-// Writes a strategy on every op with a sharding rule by propagating layouts
-// in graph order (what semi_auto_parallel's sharding propagation does):
-// inputs split as `input_layout` says (the batch), weights as `weight_layout`
-// says, each op asked with its inputs' current layouts. The strategy is
-// what the op then asks of its inputs, exactly as the search would write it.
 using LayoutFn = TensorLayout (*)(const std::string& name, const Shape& shape, const parallel::Mesh& m);
-void annotate(ir::Graph& g, const parallel::Mesh& mesh, LayoutFn input_layout, LayoutFn weight_layout) {
-  std::map<std::pair<int32_t, int>, TensorLayout> lay;
-  for (size_t id = 0; id < g.nodes().size(); ++id) {
-    ir::Node& n = g.mutable_node(static_cast<int32_t>(id));
-    const int32_t nid = static_cast<int32_t>(id);
-    if (n.kind == ir::NodeKind::kInput) {
-      lay[{nid, 0}] = input_layout(n.name, n.outputs[0].shape, mesh);
-      continue;
-    }
-    if (n.kind == ir::NodeKind::kWeight) {
-      lay[{nid, 0}] = weight_layout(n.name, n.outputs[0].shape, mesh);
-      continue;
-    }
-    if (n.kind != ir::NodeKind::kApply) {
-      for (size_t j = 0; j < n.outputs.size(); ++j) lay[{nid, static_cast<int>(j)}] = TensorLayout::replicated(n.outputs[j].shape.rank);
-      continue;
-    }
-    std::vector<TensorLayout> asked;
-    for (ir::Value v : n.inputs) asked.push_back(lay.at({v.node, v.index}));
-    ShardPlan p;
-    bool ok = n.op->sharding && ask_rule(g, n, mesh.shape, asked, p);
-    std::vector<TensorLayout> want;
-    if (ok) {
-      want = p.in;
-      for (TensorLayout& l : want) l.partial = 0;
-      ok = ask_rule(g, n, mesh.shape, want, p);  // as the pass will ask it
-    }
-    if (!ok) {
-      want.clear();
-      for (ir::Value v : n.inputs) want.push_back(TensorLayout::replicated(g.meta(v).shape.rank));
-      p.out.clear();
-      for (const TensorMeta& m : n.outputs) p.out.push_back(TensorLayout::replicated(m.shape.rank));
-    }
-    if (n.op->sharding) n.attrs.set(kStrategyAttr, AttrValue::of_string(strategy_text_of(want, mesh)));
-    for (size_t j = 0; j < n.outputs.size(); ++j) lay[{nid, static_cast<int>(j)}] = p.out[j];
-  }
+
+parallel::StartPlan hand_plan(const ir::Graph& g, const parallel::Mesh& mesh, const std::string& name,
+                              LayoutFn input_layout, LayoutFn weight_layout) {
+  parallel::StartPlan st;
+  st.name = name;
+  for (int32_t id : g.inputs()) st.inputs[g.node(id).name] = input_layout(g.node(id).name, g.node(id).outputs[0].shape, mesh);
+  for (int32_t id : g.weights())
+    st.weights[g.node(id).name] = weight_layout(g.node(id).name, g.node(id).outputs[0].shape, mesh);
+  return st;
 }
 
 TensorLayout batch_over_dp(const std::string& name, const Shape& s, const parallel::Mesh& m) {
@@ -287,6 +228,7 @@ parallel::SearchOptions cluster(std::vector<int64_t> shape, std::vector<std::str
   o.topology.intra = {450e9, 3e-6}; // NVLink 4: 900 GB/s bidirectional per GPU
   o.topology.inter = {50e9, 5e-6};  // one 400 Gb/s NDR InfiniBand NIC per GPU
   o.restarts = 3;  // when a plan fits, try memory penalties for a faster one
+  o.data_parallel_start = false;  // the bench names its starts: the hand plans below
   return o;
 }
 
@@ -295,6 +237,7 @@ struct Row {
   double step = 0, memory = 0, secs = 0;
   bool fits = false;
   std::string summary;
+  std::string origin;
   int evals = 0;
 };
 
@@ -326,11 +269,12 @@ std::string big_matmuls(const ir::Graph& g, const parallel::SearchResult& r, con
   return s;
 }
 
-Row run(const ir::Graph& g, parallel::SearchOptions o, const std::string& plan, bool detail) {
+Row run(const ir::Graph& g, parallel::SearchOptions o, const std::string& plan, bool detail,
+        const parallel::StartPlan* priced = nullptr) {
   Row row;
   row.plan = plan;
   const auto t0 = std::chrono::steady_clock::now();
-  const parallel::SearchResult r = parallel::search(g, o);
+  const parallel::SearchResult r = priced ? parallel::evaluate(g, o, *priced) : parallel::search(g, o);
   row.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   row.step = r.step_time;
   row.memory = r.memory_bytes;
@@ -373,9 +317,10 @@ Row run(const ir::Graph& g, parallel::SearchOptions o, const std::string& plan, 
                 r.weight_bytes / 1e9, r.activation_bytes / 1e9, sum_out / 1e9);
     for (size_t i = 0; i < big.size() && i < 6; ++i) std::printf("    %.3f GB %s\n", big[i].first / 1e9, big[i].second.c_str());
   }
-  std::printf("  %-22s step %9.3f s  compute %8.3f  comm %8.3f  memory %7.1f GB (%s)  %6.2f s, %d programmes\n",
+  row.origin = r.origin;
+  std::printf("  %-22s step %9.3f s  compute %8.3f  comm %8.3f  memory %7.1f GB (%s)  %6.2f s, %d programmes, from %s\n",
               plan.c_str(), r.step_time, r.compute_time, r.comm_time, r.memory_bytes / 1e9,
-              row.fits ? "fits" : "over", row.secs, r.evaluations);
+              row.fits ? "fits" : "over", row.secs, r.evaluations, r.origin.c_str());
   std::fflush(stdout);
   return row;
 }
@@ -395,68 +340,75 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
   std::printf("GPT-2 %s (%.0fM params, %zu nodes, built in %.2f s) on %lld devices\n", c.name, st.params / 1e6,
               st.g.nodes().size(), build, static_cast<long long>(devices));
   std::vector<Row> rows;
-  // Searched: a (devices/8, 8) mesh named (dp, mp), mp within a node.
-  parallel::SearchOptions s = cluster({devices / 8, 8}, {"dp", "mp"});
+  // The hand plans: data parallel on a 1-D mesh of every device, Megatron
+  // (and its vocabulary-split head) on (devices/8, 8) named (dp, mp).
+  const parallel::SearchOptions two = cluster({devices / 8, 8}, {"dp", "mp"});
+  const parallel::SearchOptions one = cluster({devices}, {"dp"});
+  const parallel::StartPlan dp1 = hand_plan(st.g, one.mesh, "data parallel", batch_over_dp, all_replicated);
+  const parallel::StartPlan dp2 = hand_plan(st.g, two.mesh, "data parallel over dp", batch_over_dp, all_replicated);
+  const parallel::StartPlan meg = hand_plan(st.g, two.mesh, "megatron", batch_over_dp, megatron);
+  const parallel::StartPlan megv = hand_plan(st.g, two.mesh, "megatron vocab-split", batch_over_dp, megatron_vocab);
+  // Searched: a (devices/8, 8) mesh named (dp, mp), mp within a node,
+  // starting also from the hand plans on that mesh.
+  parallel::SearchOptions s = two;
   s.ties = st.ties;
   s.memory_limit = 80e9;
+  s.starts = {dp2, meg, megv};
   std::printf(" mesh %s\n", mesh_str(s.mesh).c_str());
   rows.push_back(run(st.g, s, "searched (80 GB)", detail));
   // The same search on a 1-D mesh of every device: a layout splits a dim
   // over one mesh axis, so only there can the batch be split over all of
   // them (the mesh shape is the user's choice; a planner tries both).
-  if (devices > 8) {
-    parallel::SearchOptions one = cluster({devices}, {"all"});
-    one.ties = st.ties;
-    one.memory_limit = 80e9;
-    rows.push_back(run(st.g, one, "searched 1-D (80 GB)", detail));
-  }
-  // The same search with no memory limit: the fastest plan it finds, to
+  parallel::SearchOptions o1 = one;
+  o1.mesh.names = {"all"};
+  o1.ties = st.ties;
+  o1.memory_limit = 80e9;
+  if (kBatch % devices == 0) o1.starts = {dp1};
+  rows.push_back(run(st.g, o1, "searched 1-D (80 GB)", detail));
+  // The same searches with no memory limit: the fastest plan found, to
   // compare step times with the hand plans when nothing fits.
-  parallel::SearchOptions u = s;
-  u.memory_limit = 1e30;
+  parallel::SearchOptions u = s, u1 = o1;
+  u.memory_limit = u1.memory_limit = 1e30;
   rows.push_back(run(st.g, u, "searched (no limit)", detail));
-  // The hand plans are priced with no memory limit (so the search keeps every
-  // weight where the plan's strategies want it) and compared with 80 GB here.
+  rows.push_back(run(st.g, u1, "searched 1-D (no limit)", detail));
+  // The hand plans as written (no search), compared with 80 GB here.
   if (kBatch % devices == 0) {
-    ir::Graph g = st.g;
-    parallel::SearchOptions o = cluster({devices}, {"dp"});
+    parallel::SearchOptions o = one;
     o.ties = st.ties;
-    o.memory_limit = 1e30;
-    o.restarts = 0;  // the plan as written: no penalties moving its weights
-    annotate(g, o.mesh, batch_over_dp, all_replicated);
-    rows.push_back(run(g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), detail));
+    rows.push_back(run(st.g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), detail, &dp1));
   } else {
     std::printf("  %-22s n/a: global batch %lld < %lld devices\n", "data parallel", static_cast<long long>(kBatch),
                 static_cast<long long>(devices));
   }
-  for (LayoutFn fn : {megatron, megatron_vocab}) {
-    ir::Graph g = st.g;
-    parallel::SearchOptions o = cluster({devices / 8, 8}, {"dp", "mp"});
+  for (const parallel::StartPlan* hp : {&meg, &megv}) {
+    parallel::SearchOptions o = two;
     o.ties = st.ties;
-    o.memory_limit = 1e30;
-    o.restarts = 0;  // the plan as written: no penalties moving its weights
-    annotate(g, o.mesh, batch_over_dp, fn);
-    rows.push_back(run(g, o, fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split", detail));
+    rows.push_back(run(st.g, o, hp == &meg ? "megatron tp8 x dp" : "megatron, vocab-split", detail, hp));
   }
   // The better searched plan of the two meshes: a fitting one, then the
-  // faster; when neither fits, the smaller.
-  if (rows.size() > 1 && rows[1].plan == "searched 1-D (80 GB)") {
-    const Row& a = rows[0];
-    const Row& b = rows[1];
-    const bool better = b.fits != a.fits ? b.fits : (b.fits ? b.step < a.step : b.memory < a.memory);
-    const double both = a.secs + b.secs;  // a planner trying both meshes pays both
-    if (better) rows[0] = b;
-    rows[0].secs = both;
-    rows.erase(rows.begin() + 1);
-  }
+  // faster; when neither fits, the smaller (a planner trying both meshes
+  // pays both searches). Rows 0-1 are the 80 GB searches, 2-3 the
+  // unlimited ones.
+  auto keep_better = [&rows](size_t i, bool unlimited) {
+    const Row& a = rows[i];
+    const Row& b = rows[i + 1];
+    const bool better = unlimited ? b.step < a.step
+                                  : (b.fits != a.fits ? b.fits : (b.fits ? b.step < a.step : b.memory < a.memory));
+    const double both = a.secs + b.secs;
+    if (better) rows[i] = b;
+    rows[i].secs = both;
+    rows.erase(rows.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+  };
+  keep_better(0, false);
+  keep_better(1, true);
   double best_hand = 1e300, best_fit = 1e300;
   for (size_t i = 2; i < rows.size(); ++i) {
     best_hand = std::min(best_hand, rows[i].step);
     if (rows[i].fits) best_fit = std::min(best_fit, rows[i].step);
   }
-  std::printf(" RESULT %s %lld: searched [%s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, best fitting hand %s | "
+  std::printf(" RESULT %s %lld: searched [%s, from %s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, best fitting hand %s | "
               "search %.2f + %.2f s\n\n",
-              c.name, static_cast<long long>(devices), rows[0].plan.c_str(), rows[0].step, rows[0].memory / 1e9,
+              c.name, static_cast<long long>(devices), rows[0].plan.c_str(), rows[0].origin.c_str(), rows[0].step, rows[0].memory / 1e9,
               rows[0].fits ? "fits" : "over", rows[1].step, best_hand,
               best_fit < 1e300 ? (std::to_string(best_fit) + " s").c_str() : "none", rows[0].secs, rows[1].secs);
 }

@@ -386,5 +386,90 @@ TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
   EXPECT_DOUBLE_EQ(local, r3.weight_bytes);
 }
 
+
+// Starting plans (SearchOptions::starts, data_parallel_start): a written
+// plan is priced as its propagation gives it (evaluate), and a search given
+// it as a start never returns a slower fitting plan.
+TEST(StrategySearch, StartsArePricedAsWrittenAndNeverLost) {
+  const int layers = 4;
+  ir::Graph f;
+  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({64, 1024}));
+  std::vector<int32_t> ws;
+  ir::Value h = x;
+  for (int l = 0; l < layers; ++l) {
+    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({1024, 1024}));
+    ws.push_back(w.node);
+    h = f.add_op("relu", {f.add_op("matmul", {h, w}, Attrs{})[0]}, Attrs{})[0];
+  }
+  Attrs all;
+  all.set("axes", AttrValue::of_ints({0, 1}));
+  f.set_outputs({f.add_op("sum", {f.add_op("mul", {h, h}, Attrs{})[0]}, all)[0]});
+  ir::Graph g = autodiff::value_and_grad(f, ws, 0);
+  parallel::SearchOptions o = options({2, 4}, 100e12, 25e9, 0);
+  o.mesh.names = {"dp", "mp"};
+  // Megatron's pairs: even layers split by columns over mp, odd by rows;
+  // the batch over dp. A layout that does not divide stays replicated.
+  parallel::StartPlan meg;
+  meg.name = "megatron";
+  meg.inputs["x"] = lay({0, kReplicated});
+  for (int l = 0; l < layers; ++l)
+    meg.weights["w" + std::to_string(l)] = l % 2 == 0 ? lay({kReplicated, 1}) : lay({1, kReplicated});
+  const parallel::SearchResult m = parallel::evaluate(g, o, meg);
+  EXPECT_EQ(m.origin, "megatron");
+  EXPECT_EQ(m.evaluations, 0);
+  for (int l = 0; l < layers; ++l) EXPECT_EQ(m.weights.at("w" + std::to_string(l)), meg.weights.at("w" + std::to_string(l)));
+  // Column then row: the pair's forward needs no redistribution but the
+  // partial sum after the row split; every matmul's compute is split 8 ways.
+  int split8 = 0;
+  for (const parallel::NodeChoice& n : m.nodes)
+    if (n.op == "matmul" && !n.out.empty() && n.out[0].dims[0] == 0) ++split8;
+  EXPECT_GE(split8, layers) << dump(m);
+  // The same plan written as strategies on the ops and partitioned holds
+  // exactly the bytes evaluate reported.
+  parallel::PartitionOptions po;
+  po.mesh.shape = {2, 4};
+  po.mesh.names = {"dp", "mp"};
+  po.mesh.groups = {7, 8};
+  po.semi_auto = false;
+  po.strategies = m.strategies;
+  po.weights = m.weights;
+  const parallel::PartitionResult p = parallel::partition(g, po);
+  double local = 0;
+  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
+  EXPECT_DOUBLE_EQ(local, m.weight_bytes);
+  // A start that does not divide (a 1024 dim over a 3-way axis would; 64
+  // rows over 2 do) is taken as far as it goes: a layout of the wrong rank
+  // is ignored, the weight replicated.
+  parallel::StartPlan bad = meg;
+  bad.weights["w0"] = lay({0});
+  const parallel::SearchResult b = parallel::evaluate(g, o, bad);
+  EXPECT_EQ(b.weights.at("w0"), lay({kReplicated, kReplicated}));
+  // Searches: without the start, and with it; with it, never slower.
+  o.data_parallel_start = false;
+  const parallel::SearchResult plain = parallel::search(g, o);
+  o.starts = {meg};
+  const parallel::SearchResult with = parallel::search(g, o);
+  ASSERT_TRUE(m.fits);
+  EXPECT_TRUE(with.fits);
+  EXPECT_LE(with.step_time, m.step_time * (1 + 1e-9)) << dump(with);
+  EXPECT_LE(with.step_time, plain.step_time * (1 + 1e-9)) << dump(with);
+  // Under a memory limit only the start meets, the start's plan (or a
+  // refinement of it) is returned rather than the programme's.
+  o.memory_limit = m.memory_bytes * 1.0001;
+  const parallel::SearchResult lim = parallel::search(g, o);
+  EXPECT_TRUE(lim.fits);
+  EXPECT_LE(lim.step_time, m.step_time * (1 + 1e-9));
+  // Data parallelism as the default start: never slower than itself.
+  parallel::StartPlan dp;
+  dp.name = "dp";
+  dp.inputs["x"] = lay({0, kReplicated});
+  const parallel::SearchResult dpe = parallel::evaluate(g, o, dp);
+  o.starts.clear();
+  o.memory_limit = 0;
+  o.data_parallel_start = true;
+  const parallel::SearchResult d = parallel::search(g, o);
+  EXPECT_LE(d.step_time, dpe.step_time * (1 + 1e-9)) << dump(d);
+}
+
 }  // namespace
 }  // namespace spora

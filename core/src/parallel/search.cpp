@@ -77,11 +77,13 @@ class Search {
     m.groups.assign(m.shape.size(), 0);
     m.check();
     build();
+    if (o_.data_parallel_start) add_start(data_parallel());
+    for (const StartPlan& st : o_.starts) add_start(st);
     // Memory held costs a token kTieBreak seconds per byte even within the
     // limit, so that between plans of equal time the smaller one wins (a
     // weight kept whole and sliced for free at every use would otherwise tie
     // with the weight stored split).
-    SearchResult r = result(solve(kTieBreak), kTieBreak);
+    SearchResult r = solve_all(kTieBreak);
     int evals = 1;
     if (r.fits) {
       // Restarts: the programme and the one-node refinement can settle in a
@@ -92,7 +94,7 @@ class Search {
       double lambda = std::max(r.step_time, 1e-12) / std::max(r.memory_bytes, 1.0);
       SearchResult best = r;
       for (int k = 0; k < o_.restarts; ++k, lambda *= 4) {
-        SearchResult t = result(solve(lambda), lambda);
+        SearchResult t = solve_all(lambda);
         ++evals;
         if (t.fits && t.step_time < best.step_time * (1 - 1e-6)) best = t;
       }
@@ -106,7 +108,7 @@ class Search {
       SearchResult fit;
       bool found = false;
       for (int k = 0; k < 40 && !found; ++k, hi *= 4) {
-        SearchResult t = result(solve(hi), hi);
+        SearchResult t = solve_all(hi);
         ++evals;
         if (t.fits) {
           fit = t;
@@ -119,7 +121,7 @@ class Search {
       if (found) {
         for (int k = 0; k < 12; ++k) {
           const double mid = std::sqrt(lo * hi);
-          SearchResult t = result(solve(mid), mid);
+          SearchResult t = solve_all(mid);
           ++evals;
           if (t.fits) {
             hi = mid;
@@ -131,7 +133,19 @@ class Search {
         r = fit;
       }
     }
+    // The fastest fitting plan any programme or start reached (a start that
+    // fits and beats what the penalties settled on is never lost).
+    if (have_fit_ && (!r.fits || best_fit_.step_time < r.step_time * (1 - 1e-9))) r = best_fit_;
     r.evaluations = evals;
+    return r;
+  }
+
+  // A start priced as written.
+  SearchResult priced(const StartPlan& st) {
+    build();
+    SearchResult r = result(propagate(st), kTieBreak);
+    r.origin = st.name;
+    r.evaluations = 0;
     return r;
   }
 
@@ -191,18 +205,126 @@ class Search {
     return c;
   }
 
+  // Adds candidate c of node id (priced: compute split over its outputs'
+  // shards, bytes of its outputs) unless an equal one is there; its index.
+  int add_cand(size_t id, Cand c, double base) {
+    const ir::Node& n = node(id);
+    c.compute = base / shards_of(c.out, o_.mesh.shape);
+    for (size_t i = 0; i < c.out.size(); ++i) c.bytes += model_.local_bytes(n.outputs[i], c.out[i]);
+    for (size_t k = 0; k < cands_[id].size(); ++k)
+      if (cands_[id][k].in == c.in && cands_[id][k].out == c.out) return static_cast<int>(k);
+    cands_[id].push_back(std::move(c));
+    return static_cast<int>(cands_[id].size() - 1);
+  }
+
+  double base_time(size_t id) const {
+    const ir::Node& n = node(id);
+    std::vector<TensorMeta> in;
+    for (ir::Value v : n.inputs) in.push_back(g_.meta(v));
+    return model_.op_time(*n.op, in, n.attrs, 1);
+  }
+
+  // The candidate a start's propagation takes at node id, whose inputs
+  // arrive as `asked`: the strategy the rule answers (added if the seeds
+  // missed it), or the replicated one when the rule declines.
+  int propagated(size_t id, const std::vector<TensorLayout>& asked) {
+    const ir::Node& n = node(id);
+    if (!n.op->sharding || n.attrs.find(kStrategyAttr)) return 0;  // a single candidate: the replicated or the user's
+    Mesh m = o_.mesh;
+    m.rank = 0;
+    m.groups.assign(m.shape.size(), 0);
+    ShardPlan p;
+    if (ask(n, asked, p)) {
+      std::vector<TensorLayout> want = p.in;
+      for (TensorLayout& l : want) {
+        l.partial = 0;
+        l.free = false;
+      }
+      const std::string text = strategy_of(want);
+      for (size_t k = 0; k < cands_[id].size(); ++k)
+        if (cands_[id][k].strategy == text) return static_cast<int>(k);
+      std::vector<TensorLayout> parsed;
+      try {
+        parsed = parse_strategy(g_, n, text, m);
+      } catch (const Error&) {
+        parsed.clear();
+      }
+      if (parsed == want && ask(n, parsed, p)) {
+        Cand c;
+        c.strategy = text;
+        c.in = p.in;
+        c.out = p.out;
+        return add_cand(id, std::move(c), base_time(id));
+      }
+    }
+    Cand r = replicated(n);
+    r.strategy = strategy_of(r.in);
+    for (size_t k = 0; k < cands_[id].size(); ++k)
+      if (cands_[id][k].in == r.in) return static_cast<int>(k);
+    return add_cand(id, std::move(r), base_time(id));
+  }
+
+  // A start as a candidate per node: its input and weight layouts (those
+  // that do not fit the shape or mesh stay replicated), propagated in
+  // graph order.
+  std::vector<int> propagate(const StartPlan& s) {
+    std::vector<int> choice(n_, 0);
+    std::vector<std::vector<TensorLayout>> lay(n_);
+    auto named = [&](const std::map<std::string, TensorLayout>& from, const ir::Node& n) {
+      TensorLayout l = TensorLayout::replicated(n.outputs[0].shape.rank);
+      auto it = from.find(n.name);
+      if (it != from.end() && it->second.rank() == l.rank() && !it->second.free &&
+          divisible(n.outputs[0].shape, it->second))
+        l = it->second;
+      return l;
+    };
+    for (size_t u = 0; u < n_; ++u) {
+      const ir::Node& n = node(u);
+      if (n.kind == ir::NodeKind::kInput) {
+        lay[u] = {named(s.inputs, n)};  // fed whole, sliced for free: only what the ops are asked changes
+        continue;
+      }
+      if (n.kind == ir::NodeKind::kWeight) {
+        const TensorLayout want = named(s.weights, n);
+        for (size_t k = 0; k < cands_[u].size(); ++k)
+          if (cands_[u][k].out[0].dims == want.dims && cands_[u][k].out[0].partial == want.partial)
+            choice[u] = static_cast<int>(k);
+        lay[u] = {cands_[u][static_cast<size_t>(choice[u])].out[0]};
+        continue;
+      }
+      if (n.kind == ir::NodeKind::kApply) {
+        std::vector<TensorLayout> asked;
+        for (ir::Value v : n.inputs) asked.push_back(lay[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]);
+        choice[u] = propagated(u, asked);
+      }
+      lay[u] = cands_[u][static_cast<size_t>(choice[u])].out;
+    }
+    return choice;
+  }
+
+  // Data parallelism as a start: inputs split by their leading dim over
+  // mesh axis 0, weights replicated.
+  StartPlan data_parallel() const {
+    StartPlan s;
+    s.name = "data parallel";
+    if (o_.mesh.shape.empty() || o_.mesh.shape[0] < 2) return s;
+    for (int32_t id : g_.inputs()) {
+      const ir::Node& n = node(static_cast<size_t>(id));
+      if (n.outputs.empty() || n.outputs[0].shape.rank < 1 || n.outputs[0].shape.dims[0] % o_.mesh.shape[0] != 0)
+        continue;
+      TensorLayout l = TensorLayout::replicated(n.outputs[0].shape.rank);
+      l.dims[0] = 0;
+      s.inputs[n.name] = l;
+    }
+    return s;
+  }
+
   void apply_candidates(size_t id) {
     const ir::Node& n = node(id);
     std::vector<TensorMeta> in;
     for (ir::Value v : n.inputs) in.push_back(g_.meta(v));
     const double base = model_.op_time(*n.op, in, n.attrs, 1);
-    auto finish = [&](Cand c) {
-      c.compute = base / shards_of(c.out, o_.mesh.shape);
-      for (size_t i = 0; i < c.out.size(); ++i) c.bytes += model_.local_bytes(n.outputs[i], c.out[i]);
-      for (const Cand& e : cands_[id])
-        if (e.in == c.in && e.out == c.out) return;
-      cands_[id].push_back(std::move(c));
-    };
+    auto finish = [&](Cand c) { add_cand(id, std::move(c), base); };
     if (!n.op->sharding) {
       finish(replicated(n));
       return;
@@ -422,9 +544,15 @@ class Search {
         }
       }
     }
-    // Local improvement (iterated conditional modes): each node in turn
-    // takes its best candidate with every other node fixed, until no node
-    // changes; the exact objective never increases.
+    refine(choice, lambda);
+    return choice;
+  }
+
+  // Local improvement (iterated conditional modes): each node in turn
+  // takes its best candidate with every other node fixed, until no node
+  // changes; the exact objective never increases. Whether anything moved.
+  bool refine(std::vector<int>& choice, double lambda) const {
+    bool moved = false;
     for (int round = 0; round < o_.refine_rounds; ++round) {
       bool changed = false;
       for (size_t u = 0; u < n_; ++u) {
@@ -441,8 +569,43 @@ class Search {
         }
       }
       if (!changed) break;
+      moved = true;
     }
-    return choice;
+    return moved;
+  }
+
+  // The programme's plan and each start's, as written and refined, under
+  // penalty lambda: the best by step time + lambda x memory. Every fitting
+  // plan seen is offered to best_fit_.
+  SearchResult solve_all(double lambda) {
+    SearchResult best = result(solve(lambda), lambda);
+    best.origin = "programme";
+    offer(best);
+    for (const auto& [name, start] : starts_) {
+      std::vector<int> c = start;
+      SearchResult t = result(c, lambda);
+      t.origin = name;
+      offer(t);
+      if (better(t, best, lambda)) best = t;
+      if (refine(c, lambda)) {
+        t = result(c, lambda);
+        t.origin = name + "+refined";
+        offer(t);
+        if (better(t, best, lambda)) best = t;
+      }
+    }
+    return best;
+  }
+
+  static bool better(const SearchResult& a, const SearchResult& b, double lambda) {
+    return a.step_time + lambda * a.memory_bytes < (b.step_time + lambda * b.memory_bytes) * (1 - 1e-9);
+  }
+
+  void offer(const SearchResult& r) {
+    if (r.fits && (!have_fit_ || r.step_time < best_fit_.step_time * (1 - 1e-9))) {
+      best_fit_ = r;
+      have_fit_ = true;
+    }
   }
 
   SearchResult result(const std::vector<int>& choice, double lambda) const {
@@ -502,8 +665,16 @@ class Search {
     return r;
   }
 
+  void add_start(const StartPlan& st) {
+    if (st.inputs.empty() && st.weights.empty()) return;  // nothing split: the replicated plan
+    starts_.emplace_back(st.name.empty() ? "start " + std::to_string(starts_.size()) : st.name, propagate(st));
+  }
+
   const ir::Graph& g_;
   const SearchOptions& o_;
+  std::vector<std::pair<std::string, std::vector<int>>> starts_;
+  SearchResult best_fit_;
+  bool have_fit_ = false;
   CostModel model_;
   size_t n_;
   double limit_ = 0;
@@ -517,5 +688,9 @@ class Search {
 }  // namespace
 
 SearchResult search(const ir::Graph& g, const SearchOptions& options) { return Search(g, options).run(); }
+
+SearchResult evaluate(const ir::Graph& g, const SearchOptions& options, const StartPlan& start) {
+  return Search(g, options).priced(start);
+}
 
 }  // namespace spora::parallel

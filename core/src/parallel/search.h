@@ -18,6 +18,17 @@
 
 namespace spora::parallel {
 
+// A plan to start from (docs/parallel.md "Starting plans"): layouts for some
+// of the graph's inputs and weights (by node name; the others replicated),
+// propagated through every op in graph order as sharding propagation does:
+// each op is asked with its inputs' current layouts and runs the strategy
+// its rule answers. Data parallelism is {inputs: batch split}; Megatron-LM's
+// tensor parallelism names its column- and row-split weights.
+struct StartPlan {
+  std::string name;
+  std::map<std::string, TensorLayout> inputs, weights;
+};
+
 struct SearchOptions {
   Mesh mesh;  // shape and names; rank and groups are not used
   DeviceSpec device;
@@ -34,6 +45,14 @@ struct SearchOptions {
   // penalty can move the search out of a local minimum). Off by default:
   // it trades memory headroom for speed (bench_gpt2_plan uses 3).
   int restarts = 0;
+  // Plans the search also starts from: each is priced as written and after
+  // local improvement, beside the dynamic programme's plan, and the best
+  // (fitting, then fastest, under the same memory penalty) is kept, so the
+  // result is never estimated worse than any of them.
+  std::vector<StartPlan> starts;
+  // Also start from data parallelism: every graph input of rank >= 1 whose
+  // leading dim divides by mesh axis 0 is split over it, weights replicated.
+  bool data_parallel_start = true;
 };
 
 // One op's choice.
@@ -60,8 +79,16 @@ struct SearchResult {
   bool fits = true;
   double lambda = 0;     // seconds per byte of the memory penalty that made it fit
   int evaluations = 0;   // dynamic programmes run (one per lambda tried)
+  // Where the plan came from: "programme", or a start's name ("data
+  // parallel", a StartPlan's), with "+refined" once local improvement moved it.
+  std::string origin;
 };
 
 SearchResult search(const ir::Graph& g, const SearchOptions& options);
+
+// A start priced as written: the strategies its propagation gives and its
+// weight layouts, no search and no memory limit (how bench_gpt2_plan prices
+// the hand-written plans people use).
+SearchResult evaluate(const ir::Graph& g, const SearchOptions& options, const StartPlan& start);
 
 }  // namespace spora::parallel
