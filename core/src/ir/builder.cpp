@@ -62,11 +62,12 @@ std::vector<uint8_t> bytes_of(double v, DType dt, int64_t n) {
 std::vector<Value> Builder::ops(const char* name, std::vector<Value> inputs, const Attrs& attrs) {
   // A user's sharding strategy belongs to the node it was written on, not
   // to the ops rules derive from it (a gradient rule handing its forward
-  // node's attributes on): those get layouts from their own rules.
-  if (attrs.find(kStrategyAttr)) {
+  // node's attributes on): those get layouts from their own rules. So does
+  // a recompute mark: backward ops are never recomputed.
+  if (attrs.find(kStrategyAttr) || attrs.find(kRecomputeAttr)) {
     Attrs plain;
     for (const auto& [k, v] : attrs.items())
-      if (k != kStrategyAttr) plain.set(k, v);
+      if (k != kStrategyAttr && k != kRecomputeAttr) plain.set(k, v);
     return g_.add_op(name, inputs, plain, loc_);
   }
   return g_.add_op(name, inputs, attrs, loc_);

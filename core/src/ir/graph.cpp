@@ -92,6 +92,8 @@ std::vector<Value> Graph::add_op(const std::string& op, const std::vector<Value>
   n.inputs = inputs;
   n.attrs = call.attrs;
   if (const AttrValue* strategy = attrs.find(kStrategyAttr)) n.attrs.set(kStrategyAttr, *strategy);
+  // Kept as an int: a bool mark is true = 1 (this op), false = 0.
+  if (const AttrValue* mark = attrs.find(kRecomputeAttr)) n.attrs.set(kRecomputeAttr, AttrValue::of_int(mark->i));
   for (int i = 0; i < call.num_outputs; ++i) n.outputs.push_back({call.out[i].dtype, call.result[i]});
   n.loc = loc;
   const int32_t id = append(std::move(n));

@@ -128,6 +128,12 @@ void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const
         fail(Code::kInvalidArgument, "[{}] attribute 'strategy' must be a string, got {}", op.name, value.str());
       continue;
     }
+    if (name == kRecomputeAttr) {  // the recompute pass's, not the op's (op.h)
+      if (value.type != AttrType::kInt && value.type != AttrType::kBool)
+        fail(Code::kInvalidArgument, "[{}] attribute 'recompute' must be an int or a bool, got {}", op.name,
+             value.str());
+      continue;
+    }
     auto spec = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const AttrSpec& s) { return s.name == name; });
     if (spec == op.attrs.end()) {
       std::vector<std::string> known;

@@ -86,6 +86,12 @@ using ShardingFn = bool (*)(const ShardQuery& q, ShardPlan& plan);
 // docs/parallel.md). Every op accepts it; inference ignores it and only the
 // graph node keeps it, so kernels never see it.
 inline constexpr const char* kStrategyAttr = "strategy";
+// The node attribute that marks an op for recomputation (passes/recompute.h):
+// an int, 0 = never recomputed (also the pass's own copies, so CSE keeps
+// them apart from the originals), 1 = this op (Primitive.recompute()),
+// >= 2 = an op of one recomputed Cell call, the number naming the call.
+// Every op accepts it; like "strategy", only the graph node keeps it.
+inline constexpr const char* kRecomputeAttr = "recompute";
 
 struct OpDef {
   std::string name;

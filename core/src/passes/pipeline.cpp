@@ -16,6 +16,10 @@ const std::vector<std::string>& pipeline_order() {
       "cse",
       "algebraic_simplify",
       "constant_folding",
+      // Before the fusions, which build new nodes without the recompute
+      // marks; after cse, which would fold nothing back (copies are marked
+      // 0) but has fewer nodes to copy.
+      "recompute",
       // Before elementwise_fusion: a linear/conv's bias, residual and
       // activation go to its post-ops rather than into a fused block.
       "epilogue_fusion",
