@@ -422,6 +422,173 @@ bool shard_one_hot(const ShardQuery& q, ShardPlan& p) {
   return true;
 }
 
+// ---- sharding of the gathers and scatter_add ---------------------------------
+// Indices are never partial sums. The gathers and scatter_add are linear in
+// their data inputs, so a data input's partial sums pass through on the
+// mesh axes no split uses (the pass resolves the rest).
+
+TensorLayout placed(const ShardQuery& q, size_t i) {
+  return q.in_layouts[i].free ? TensorLayout::replicated(q.in[i].shape.rank) : q.in_layouts[i];
+}
+
+// Mesh axis `a` may split a dim of `size` that no other dim of this op uses.
+bool usable(const ShardQuery& q, int a, int64_t size, uint32_t used) {
+  return a != kReplicated && !(used & (1u << a)) && shard::divides(q, size, a);
+}
+
+// x's partial sums that survive: on float and integer data (integers wrap,
+// so their sums are exact too), on axes no split took.
+uint32_t kept_partial(const ShardQuery& q, size_t i, uint32_t used) {
+  if (q.in_layouts[i].free || q.in[i].dtype == SPORA_DTYPE_BOOL) return 0;
+  return q.in_layouts[i].partial & ~used;
+}
+
+// gather, index_select: y = x[:ax] + indices.shape + x[ax+1:]. The indices'
+// splits carry to y's middle dims (first: they are usually the batch), x's
+// other dims keep theirs; x's `ax` dim stays whole (every index may select
+// any entry; a split would need masked lookups and a partial sum).
+bool shard_take(const ShardQuery& q, ShardPlan& p) {
+  const Shape &xs = q.in[0].shape, &is = q.in[1].shape;
+  int64_t ax = q.attrs->get_int("axis");
+  if (ax < 0) ax += xs.rank;
+  if (ax < 0 || ax >= xs.rank) return false;
+  const TensorLayout x = placed(q, 0), idx = placed(q, 1);
+  TensorLayout want_x = TensorLayout::replicated(xs.rank), want_i = TensorLayout::replicated(is.rank);
+  TensorLayout out = TensorLayout::replicated(xs.rank - 1 + is.rank);
+  uint32_t used = 0;
+  for (int d = 0; d < is.rank; ++d) {
+    const int a = idx.dims[static_cast<size_t>(d)];
+    if (!usable(q, a, is.dims[d], used)) continue;
+    want_i.dims[static_cast<size_t>(d)] = out.dims[static_cast<size_t>(ax + d)] = a;
+    used |= 1u << a;
+  }
+  for (int d = 0; d < xs.rank; ++d) {
+    const int a = x.dims[static_cast<size_t>(d)];
+    if (d == ax || !usable(q, a, xs.dims[d], used | x.partial)) continue;
+    want_x.dims[static_cast<size_t>(d)] = out.dims[static_cast<size_t>(d < ax ? d : d - 1 + is.rank)] = a;
+    used |= 1u << a;
+  }
+  want_x.partial = out.partial = kept_partial(q, 0, used);
+  p.in = {want_x, want_i};
+  p.out = {out};
+  return true;
+}
+
+// gather_nd: y = indices.shape[:-1] + x.shape[q:]. The indices' leading
+// splits carry to y's leading dims; x's first q dims (the indexed ones) and
+// the indices' last dim stay whole; x's dims from q on keep their splits.
+bool shard_gather_nd(const ShardQuery& q, ShardPlan& p) {
+  const Shape &xs = q.in[0].shape, &is = q.in[1].shape;
+  if (is.rank < 1) return false;
+  const int k = static_cast<int>(is.dims[is.rank - 1]), lead = is.rank - 1;
+  const TensorLayout x = placed(q, 0), idx = placed(q, 1);
+  TensorLayout want_x = TensorLayout::replicated(xs.rank), want_i = TensorLayout::replicated(is.rank);
+  TensorLayout out = TensorLayout::replicated(lead + xs.rank - k);
+  uint32_t used = 0;
+  for (int d = 0; d < lead; ++d) {
+    const int a = idx.dims[static_cast<size_t>(d)];
+    if (!usable(q, a, is.dims[d], used)) continue;
+    want_i.dims[static_cast<size_t>(d)] = out.dims[static_cast<size_t>(d)] = a;
+    used |= 1u << a;
+  }
+  for (int d = k; d < xs.rank; ++d) {
+    const int a = x.dims[static_cast<size_t>(d)];
+    if (!usable(q, a, xs.dims[d], used | x.partial)) continue;
+    want_x.dims[static_cast<size_t>(d)] = out.dims[static_cast<size_t>(lead + d - k)] = a;
+    used |= 1u << a;
+  }
+  want_x.partial = out.partial = kept_partial(q, 0, used);
+  p.in = {want_x, want_i};
+  p.out = {out};
+  return true;
+}
+
+// gather_elements: y[p] = x[p with p[axis] = indices[p]], y has indices'
+// shape. A dim other than axis splits x, indices and y together when x and
+// indices have the same size there (their blocks then line up); along axis
+// only the indices (and y) split, x stays whole (any index may select any
+// entry).
+bool shard_gather_elements(const ShardQuery& q, ShardPlan& p) {
+  const Shape &xs = q.in[0].shape, &is = q.in[1].shape;
+  const int64_t ax = q.attrs->get_int("axis");
+  if (xs.rank == 0 || ax < 0 || ax >= xs.rank) return false;
+  const TensorLayout x = placed(q, 0), idx = placed(q, 1);
+  TensorLayout want_x = TensorLayout::replicated(xs.rank), want_i = TensorLayout::replicated(is.rank);
+  uint32_t used = 0;
+  for (int d = 0; d < is.rank; ++d) {
+    const size_t u = static_cast<size_t>(d);
+    if (d == ax) {
+      if (usable(q, idx.dims[u], is.dims[d], used)) {
+        want_i.dims[u] = idx.dims[u];
+        used |= 1u << idx.dims[u];
+      }
+      continue;
+    }
+    if (is.dims[d] != xs.dims[d]) continue;
+    for (int a : {idx.dims[u], x.dims[u]})
+      if (usable(q, a, is.dims[d], used | x.partial)) {
+        want_i.dims[u] = want_x.dims[u] = a;
+        used |= 1u << a;
+        break;
+      }
+  }
+  TensorLayout out = want_i;
+  want_x.partial = out.partial = kept_partial(q, 0, used);
+  p.in = {want_x, want_i};
+  p.out = {out};
+  return true;
+}
+
+// scatter_add(x, indices, updates): y = x plus each update added at its
+// index along axis. Two splits, both local:
+//  - a dim other than axis where x, indices and updates have the same size
+//    splits all three and y (each rank scatters into its own block);
+//  - indices and updates split along axis (the tokens: the embedding's
+//    gradient under data parallelism) make y a partial sum over that mesh
+//    axis: each rank scatters its own updates, and the sum over the ranks
+//    adds them all. x is then asked as a partial sum too (the pass keeps it
+//    on one coordinate and zeros elsewhere), so it is counted once.
+// Partial sums of x or updates pass through the same way on free axes.
+// Bool data (added as "or") takes no partial sums.
+bool shard_scatter_add(const ShardQuery& q, ShardPlan& p) {
+  const Shape &xs = q.in[0].shape, &is = q.in[1].shape, &us = q.in[2].shape;
+  const int64_t ax = q.attrs->get_int("axis");
+  if (xs.rank == 0 || ax < 0 || ax >= xs.rank) return false;
+  const TensorLayout x = placed(q, 0), idx = placed(q, 1), upd = placed(q, 2);
+  const bool sums = q.in[0].dtype != SPORA_DTYPE_BOOL;
+  TensorLayout want_x = TensorLayout::replicated(xs.rank), want_i = TensorLayout::replicated(is.rank);
+  uint32_t used = 0;
+  const uint32_t had = sums ? (x.partial | upd.partial) : 0;
+  for (int d = 0; d < xs.rank; ++d) {
+    const size_t u = static_cast<size_t>(d);
+    if (d == ax || is.dims[d] != xs.dims[d] || us.dims[d] != xs.dims[d]) continue;
+    for (int a : {x.dims[u], upd.dims[u], idx.dims[u]})
+      if (usable(q, a, xs.dims[d], used | had)) {
+        want_x.dims[u] = want_i.dims[u] = a;
+        used |= 1u << a;
+        break;
+      }
+  }
+  uint32_t tokens = 0;
+  const size_t axu = static_cast<size_t>(ax);
+  if (sums && is.dims[ax] == us.dims[ax])
+    for (int a : {upd.dims[axu], idx.dims[axu]})
+      if (usable(q, a, is.dims[ax], used | had)) {
+        want_i.dims[axu] = a;
+        tokens = 1u << a;
+        used |= tokens;
+        break;
+      }
+  const uint32_t keep = had & ~used;
+  TensorLayout want_u = want_i;
+  want_u.partial = keep;
+  want_x.partial = keep | tokens;
+  TensorLayout out = want_x;
+  p.in = {want_x, want_i, want_u};
+  p.out = {out};
+  return true;
+}
+
 }  // namespace
 
 void register_indexing_ops(OpRegistry& r) {
@@ -442,23 +609,24 @@ void register_indexing_ops(OpRegistry& r) {
     return d;
   };
   r.add(def("gather", {"x", "indices"}, {axis}, infer_gather,
-            "numpy take: y = x[..., indices, ...] with indices of any shape replacing dim axis", {0}, {gather_bp}));
+            "numpy take: y = x[..., indices, ...] with indices of any shape replacing dim axis", {0},
+            {gather_bp, nullptr, true, shard_take}));
   r.add(def("embedding", {"weight", "ids"}, {}, infer_embedding,
             "rows of weight (vocabulary, dim) for ids of any shape: y has shape ids.shape + (dim,)", {0},
             {embedding_bp, nullptr, true, shard_embedding}));
   r.add(def("index_select", {"x", "index"}, {axis}, infer_index_select, "the entries of x at a 1-D index along axis",
-            {0}, {gather_bp}));
+            {0}, {gather_bp, nullptr, true, shard_take}));
   r.add(def("gather_nd", {"x", "indices"}, {}, infer_gather_nd,
             "y[i...] = x[indices[i..., :]] (TF GatherNd): the last dim of indices indexes x's leading dims", {0},
-            {gather_nd_bp}));
+            {gather_nd_bp, nullptr, true, shard_gather_nd}));
   r.add(def("gather_elements", {"x", "indices"}, {axis}, infer_gather_elements,
             "y[p] = x[p with p[axis] = indices[p]] (torch.gather, MindSpore GatherD): indices has x's rank, is no "
             "larger than x outside axis, and gives y its shape; out-of-range indices select zeros",
-            {0}, {gather_elements_bp}));
+            {0}, {gather_elements_bp, nullptr, true, shard_gather_elements}));
   r.add(def("scatter_add", {"x", "indices", "updates"}, {axis}, infer_scatter_add,
             "a copy of x with updates added at indices along axis (torch scatter_add; out-of-range indices are "
             "skipped)",
-            {0, 2}, {scatter_add_bp}));
+            {0, 2}, {scatter_add_bp, nullptr, true, shard_scatter_add}));
   OpDef one_hot = def("one_hot", {"indices"},
                       {{"depth", AttrType::kInt, true, {}},
                        {"on_value", AttrType::kFloat, false, AttrValue::of_float(1)},

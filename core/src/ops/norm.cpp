@@ -500,6 +500,104 @@ bool shard_layer_norm(const ShardQuery& q, ShardPlan& p) {
   return true;
 }
 
+// The first of `cands` that may split a dim of `size` (not yet used, and
+// dividing it; `multiple_of`, when given, must split evenly too).
+int first_usable(const ShardQuery& q, std::initializer_list<int> cands, int64_t size, uint32_t used,
+                 int64_t multiple_of = 0) {
+  for (int a : cands)
+    if (a != kReplicated && !(used & (1u << a)) && shard::divides(q, size, a) &&
+        (multiple_of == 0 || shard::divides(q, multiple_of, a)))
+      return a;
+  return kReplicated;
+}
+
+int dim_of(const ShardQuery& q, size_t input, int d) {
+  const TensorLayout& l = q.in_layouts[input];
+  return l.free || d >= l.rank() ? kReplicated : l.dims[static_cast<size_t>(d)];
+}
+
+// batch_norm and batch_norm_grad: one group of statistics per channel, over
+// the batch and spatial dims. A channel split is free (gamma, beta, the
+// statistics and the running ones split with it). In training a batch or
+// spatial split would give each device statistics of its own samples only
+// (per-device BN, which changes the result); to compute exactly what one
+// process computes, the rule moves such a split onto the channel dim (the
+// pass turns that into one all_to_all) when the channels divide, and gathers
+// it otherwise. Synchronised statistics (partial sums all-reduced inside
+// the op, SyncBatchNorm) would move less data but need the op split in two,
+// which a rule cannot do. In inference (running statistics) the op is an
+// affine map per channel: every split passes through.
+bool shard_batch_norm(const ShardQuery& q, ShardPlan& p) {
+  const bool grad = q.op->name == "batch_norm_grad";
+  const bool training = grad || q.attrs->get_bool("training");
+  const Shape& x = q.in[0].shape;
+  if (x.rank < 2) return false;
+  const size_t data = grad ? 2 : 1;  // x (and dy) first, then the per-channel inputs
+  const int64_t channels = x.dims[1];
+  int ch = first_usable(q, {dim_of(q, 0, 1), grad ? dim_of(q, 1, 1) : kReplicated}, channels, 0);
+  for (size_t i = data; i < q.in.size() && ch == kReplicated; ++i) ch = first_usable(q, {dim_of(q, i, 0)}, channels, 0);
+  TensorLayout l = TensorLayout::replicated(x.rank);
+  l.dims[1] = ch;
+  uint32_t used = ch == kReplicated ? 0 : 1u << ch;
+  for (int d = 0; d < x.rank; ++d) {
+    if (d == 1) continue;
+    const int a = first_usable(q, {dim_of(q, 0, d), grad ? dim_of(q, 1, d) : kReplicated}, training ? channels : x.dims[d],
+                               used);
+    if (a == kReplicated) continue;
+    if (!training) {
+      l.dims[static_cast<size_t>(d)] = a;
+      used |= 1u << a;
+    } else if (l.dims[1] == kReplicated) {  // moved to the channels (all_to_all)
+      l.dims[1] = a;
+      used |= 1u << a;
+    }
+  }
+  TensorLayout c = TensorLayout::replicated(1);
+  c.dims[0] = l.dims[1];
+  p.in.assign(q.in.size(), c);
+  p.in[0] = l;
+  if (grad) p.in[1] = l;
+  p.out.assign(q.out.size(), c);
+  p.out[0] = l;
+  return true;
+}
+
+// group_norm and group_norm_grad: statistics per (sample, group of C/G
+// channels) over the spatial dims. The batch split is free (the (N, G)
+// statistics split by rows; dgamma/dbeta, sums over the batch, are partial
+// over its axis); a channel split over k devices when k divides G (each
+// device then holds G/k whole groups: local attribute groups = G/k; the
+// statistics split by columns); the spatial dims stay whole.
+bool shard_group_norm(const ShardQuery& q, ShardPlan& p) {
+  const bool grad = q.op->name == "group_norm_grad";
+  const Shape& x = q.in[0].shape;
+  const int64_t groups = q.attrs->get_int("groups");
+  if (x.rank < 2 || groups < 1) return false;
+  const int nb = first_usable(q, {dim_of(q, 0, 0), grad ? dim_of(q, 1, 0) : kReplicated}, x.dims[0], 0);
+  const uint32_t used = nb == kReplicated ? 0 : 1u << nb;
+  int ch = first_usable(q, {dim_of(q, 0, 1), grad ? dim_of(q, 1, 1) : kReplicated}, x.dims[1], used, groups);
+  if (ch == kReplicated) ch = first_usable(q, {dim_of(q, grad ? 2 : 1, 0)}, x.dims[1], used, groups);
+  TensorLayout l = TensorLayout::replicated(x.rank), c = TensorLayout::replicated(1),
+               stats = TensorLayout::replicated(2);
+  l.dims[0] = stats.dims[0] = nb;
+  l.dims[1] = c.dims[0] = stats.dims[1] = ch;
+  p.local_attrs = *q.attrs;
+  if (ch != kReplicated) {
+    p.local_attrs.set("groups", AttrValue::of_int(groups / q.mesh[static_cast<size_t>(ch)]));
+    p.attrs_changed = true;
+  }
+  if (!grad) {
+    p.in = {l, c, c};
+    p.out = {l, stats, stats};
+    return true;
+  }
+  TensorLayout sums = c;
+  sums.partial = used;
+  p.in = {l, l, c, stats, stats};
+  p.out = {l, sums, sums};
+  return true;
+}
+
 void add(OpRegistry& r, const char* name, std::vector<std::string> inputs, std::vector<std::string> outputs,
          std::vector<AttrSpec> attrs, InferFn infer, const char* doc, std::vector<int> typed, CostFn cost,
          const Rules& rules) {
@@ -523,10 +621,10 @@ void register_norm_ops(OpRegistry& r) {
       infer_batch_norm,
       "per-channel normalisation of x (N, C, ...) with batch (training) or running statistics; saved "
       "mean/invstd are f32 for f16/bf16 x",
-      {}, forward_cost, {batch_norm_bp});
+      {}, forward_cost, {batch_norm_bp, nullptr, true, shard_batch_norm});
   add(r, "batch_norm_grad", {"x", "dy", "gamma", "batch_mean", "batch_invstd"}, grad_out, {},
       infer_batch_norm_grad, "gradient of training-mode batch_norm from its saved batch_mean/batch_invstd", grad_typed,
-      backward_cost, {batch_norm_grad_bp});
+      backward_cost, {batch_norm_grad_bp, nullptr, true, shard_batch_norm});
   add(r, "layer_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"normalized_ndim", AttrType::kInt, false, AttrValue::of_int(1)}, eps_attr()}, infer_layer_norm,
       "normalisation over the last normalized_ndim dims; mean/invstd have x's leading dims (f32 for f16/bf16 x)",
@@ -537,10 +635,10 @@ void register_norm_ops(OpRegistry& r) {
   add(r, "group_norm", {"x", "gamma", "beta"}, {"y", "mean", "invstd"},
       {{"groups", AttrType::kInt, true, {}}, eps_attr()}, infer_group_norm,
       "normalisation of x (N, C, ...) over groups of C/groups channels; mean/invstd are (N, groups)", {},
-      forward_cost, {group_norm_bp});
+      forward_cost, {group_norm_bp, nullptr, true, shard_group_norm});
   add(r, "group_norm_grad", grad_in, grad_out, {{"groups", AttrType::kInt, true, {}}}, infer_group_norm_grad,
       "gradient of group_norm from its saved mean/invstd", grad_typed, backward_cost,
-      {group_norm_grad_bp});
+      {group_norm_grad_bp, nullptr, true, shard_group_norm});
 }
 
 SPORA_OP_FAMILY(register_norm_ops);

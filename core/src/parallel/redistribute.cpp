@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/builder.h"
 #include "support/error.h"
 
 namespace spora::parallel {
@@ -48,7 +49,8 @@ ir::Value redistribute(ir::Graph& g, const Mesh& mesh, ir::Value v, const Tensor
     }
     cur.partial &= ~bit;
   }
-  if (to.partial & ~cur.partial)
+  const uint32_t becomes = to.partial & ~cur.partial;
+  if (becomes >> mesh.axes())
     fail(Code::kInternal, "[parallel] a value laid out {} cannot become the partial sum {}", cur.str(), to.str());
   // 2. Splits that go: a split moving to another dim over the same axis is
   //    one all_to_all; otherwise the dim is gathered whole.
@@ -91,6 +93,19 @@ ir::Value redistribute(ir::Graph& g, const Mesh& mesh, ir::Value v, const Tensor
     attrs.set("axes", AttrValue::of_ints({d}));
     v = g.add_op("slice", {v}, attrs, loc)[0];
     cur.dims[static_cast<size_t>(d)] = a;
+  }
+  // 4. Partial sums that come (a rule whose output adds this value to
+  //    per-rank contributions, scatter_add's `x`): the value stays on the
+  //    ranks at coordinate 0 of those axes and is zero on the others, so its
+  //    sum over them is the value. No communication. `where` on a constant
+  //    that differs by rank keeps rank graphs structurally identical and is
+  //    exact for every value (multiplying by 0 would turn inf into NaN).
+  if (becomes) {
+    bool keep = true;
+    for (int a = 0; a < mesh.axes(); ++a)
+      if (becomes & (1u << a)) keep = keep && mesh.coord(a) == 0;
+    ir::Builder b(g, loc);
+    v = b.op("where", {b.scalar(keep ? 1 : 0, SPORA_DTYPE_BOOL), v, b.scalar(0, g.meta(v).dtype)});
   }
   return v;
 }

@@ -2,7 +2,9 @@
 // place: partial sums are all-reduced, or reduce-scattered straight into a
 // wanted split; splits that must go are all-gathered over their axis;
 // splits that must come are local slices of this rank's block (no
-// communication). Each step is an op added to the rank's graph.
+// communication); a partial sum that must come keeps the value on
+// coordinate 0 of its axes and zero elsewhere (no communication). Each step
+// is an op added to the rank's graph.
 #pragma once
 #include "ir/graph.h"
 #include "ir/sharding.h"
@@ -11,8 +13,7 @@
 namespace spora::parallel {
 
 // `v` (a value of `g` laid out as `from`) laid out as `to`; `v` itself when
-// they are equal. A replicated value cannot become a partial sum (no rule
-// asks for that): kInternal.
+// they are equal. A partial sum over an axis the mesh lacks: kInternal.
 ir::Value redistribute(ir::Graph& g, const Mesh& mesh, ir::Value v, const TensorLayout& from,
                        const TensorLayout& to, const ir::SourceLoc& loc);
 
