@@ -165,39 +165,12 @@ class JitFunction:
     def _trace(self, args, kwargs, leaves, treedef):
         self.stats["traces"] += 1
         device = self._device(leaves)
-        name = getattr(self.fn, "__name__", "jit")
-        graph = _C.Graph(name if name.isidentifier() else "jit")
-        state = TraceState("top")
-        trace = state.open(graph, device)
+        graph, state, trace = _open(self.fn, device)
         try:
-            sym = []
-            for i, x in enumerate(leaves):
-                if isinstance(x, Tensor) and not x._is_param:
-                    sym.append(_C.symbolic(trace, state.bind_input(x, f"arg{i}")))
-                else:
-                    sym.append(x)
-            targs, tkwargs = _tree.unflatten(treedef, sym)
-            _requested_passes.clear()
-            _C.push_trace(trace)
-            try:
-                out = self.fn(*targs, **tkwargs)
-            except _C.UntraceableError:
+            rec = _record(self.fn, state, trace, leaves, treedef)
+            if rec is None:
                 return self._fall_back(trace)
-            finally:
-                _C.pop_trace(trace)
-            if trace.untraceable:  # the function caught the error itself
-                return self._fall_back(trace)
-            out_leaves, out_def = _tree.flatten(out)
-            values, static = [], []
-            for x in out_leaves:
-                if isinstance(x, Tensor):
-                    values.append(state.value(x))
-                    static.append(_TENSOR)
-                else:
-                    static.append(x)
-            assigned = [p for p, _ in state.assigned.values()]
-            values += [state.value(v) for _, v in state.assigned.values()]
-            graph.set_outputs(values)
+            values, static, out_def, assigned = rec
             if _parallel.semi_auto():  # this rank's part of the step, before optimising it
                 self.last_plan = _spmd.partition(graph, state, len(values) - len(assigned), assigned)
             level = self.level if self.level is not None else _context.get_context("jit_level")
@@ -236,6 +209,69 @@ class JitFunction:
         else:
             warnings.warn(text, JitFallbackWarning, stacklevel=3)
         return _EAGER
+
+
+def _open(fn, device):
+    """A new graph named after fn and the top-level trace recording it."""
+    name = getattr(fn, "__name__", "jit")
+    graph = _C.Graph(name if name.isidentifier() else "jit")
+    state = TraceState("top")
+    return graph, state, state.open(graph, device)
+
+
+def _record(fn, state, trace, leaves, treedef):
+    """Runs fn on symbolic stand-ins for the tensor leaves (Parameters are
+    lifted as weights when read) and sets the graph's outputs: fn's tensors,
+    then each assigned Parameter's new value. Returns (values, static,
+    out_def, assigned), or None when fn's control flow needs a tensor value."""
+    graph = trace.graph
+    sym = []
+    for i, x in enumerate(leaves):
+        if isinstance(x, Tensor) and not x._is_param:
+            sym.append(_C.symbolic(trace, state.bind_input(x, f"arg{i}")))
+        else:
+            sym.append(x)
+    targs, tkwargs = _tree.unflatten(treedef, sym)
+    _requested_passes.clear()
+    _C.push_trace(trace)
+    try:
+        out = fn(*targs, **tkwargs)
+    except _C.UntraceableError:
+        return None
+    finally:
+        _C.pop_trace(trace)
+    if trace.untraceable:  # the function caught the error itself
+        return None
+    out_leaves, out_def = _tree.flatten(out)
+    values, static = [], []
+    for x in out_leaves:
+        if isinstance(x, Tensor):
+            values.append(state.value(x))
+            static.append(_TENSOR)
+        else:
+            static.append(x)
+    assigned = [p for p, _ in state.assigned.values()]
+    values += [state.value(v) for _, v in state.assigned.values()]
+    graph.set_outputs(values)
+    return values, static, out_def, assigned
+
+
+def trace_step(fn, args, kwargs=None, device=None):
+    """Traces fn(*args, **kwargs) as spora.jit would, without compiling or
+    running it (spora.parallel.plan): returns (graph, state, n_out,
+    assigned). Tensors declared without data are fine as arguments and as
+    Parameters: only shapes and dtypes are read."""
+    leaves, treedef = _tree.flatten((tuple(args), dict(kwargs or {})))
+    graph, state, trace = _open(fn, device if device is not None else _C.get_device())
+    try:
+        rec = _record(fn, state, trace, leaves, treedef)
+        if rec is None:
+            raise ValueError(f"[parallel] {getattr(fn, '__qualname__', fn)} cannot be traced: Python control flow "
+                             f"at {trace.untraceable or '?'} depends on a tensor's value")
+        values, _, _, assigned = rec
+    finally:
+        trace.close()
+    return graph, state, len(values) - len(assigned), assigned
 
 
 def jit(fn=None, *, level=None, device=None):

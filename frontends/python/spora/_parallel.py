@@ -44,18 +44,24 @@ def set_auto_parallel_context(**kwargs):
     gradients_mean: average (True) or sum (False) the gradients;
     device_num / global_rank: checked against the communicator if given."""
     for k, v in kwargs.items():
-        if k not in _state:
-            raise ValueError(f"[parallel] unknown auto-parallel option {k!r}; known: {', '.join(sorted(_state))}")
-        if k == "parallel_mode" and v not in _MODES:
-            raise ValueError(f"[parallel] parallel_mode {v!r} is not supported; supported: {', '.join(_MODES)}")
-        if k == "search_mode" and v not in _SEARCH_MODES:
-            raise ValueError(f"[parallel] search_mode {v!r} is not supported; supported: {', '.join(_SEARCH_MODES)}")
-        for key, known in (("device_spec", _DEVICE_KEYS), ("topology", _TOPOLOGY_KEYS)):
-            if k == key and v is not None:
-                bad = [x for x in v if x not in known]
-                if bad:
-                    raise ValueError(f"[parallel] {key} has unknown keys {bad}; known: {', '.join(known)}")
+        check_option(k, v)
         _state[k] = v
+
+
+def check_option(k, v):
+    """Raises for an unknown option or value (set_auto_parallel_context and
+    spora.parallel.plan take the same ones)."""
+    if k not in _state:
+        raise ValueError(f"[parallel] unknown auto-parallel option {k!r}; known: {', '.join(sorted(_state))}")
+    if k == "parallel_mode" and v not in _MODES:
+        raise ValueError(f"[parallel] parallel_mode {v!r} is not supported; supported: {', '.join(_MODES)}")
+    if k == "search_mode" and v not in _SEARCH_MODES:
+        raise ValueError(f"[parallel] search_mode {v!r} is not supported; supported: {', '.join(_SEARCH_MODES)}")
+    for key, known in (("device_spec", _DEVICE_KEYS), ("topology", _TOPOLOGY_KEYS)):
+        if k == key and v is not None:
+            bad = [x for x in v if x not in known]
+            if bad:
+                raise ValueError(f"[parallel] {key} has unknown keys {bad}; known: {', '.join(known)}")
 
 
 def get_auto_parallel_context(key):
@@ -97,16 +103,23 @@ def auto():
 def search_options():
     """The options of the core's strategy search, or None under
     sharding_propagation (and outside auto_parallel)."""
-    if not auto() or _state["search_mode"] != DYNAMIC_PROGRAMMING:
+    if not auto():
+        return None
+    return search_options_of(_state)
+
+
+def search_options_of(o):
+    """search_options() for the options dict `o` (auto_parallel assumed)."""
+    if o["search_mode"] != DYNAMIC_PROGRAMMING:
         return None
     opts = {"search": DYNAMIC_PROGRAMMING}
-    if _state["device_spec"]:
-        opts["device"] = {k: float(v) for k, v in _state["device_spec"].items()}
-    if _state["topology"]:
+    if o["device_spec"]:
+        opts["device"] = {k: float(v) for k, v in o["device_spec"].items()}
+    if o["topology"]:
         opts["topology"] = {k: (int(v) if k == "devices_per_node" else float(v))
-                            for k, v in _state["topology"].items()}
-    if _state["memory_limit"] is not None:
-        opts["memory_limit"] = float(_state["memory_limit"])
+                            for k, v in o["topology"].items()}
+    if o["memory_limit"] is not None:
+        opts["memory_limit"] = float(o["memory_limit"])
     return opts
 
 
@@ -124,17 +137,26 @@ def mesh():
     if int(n) != size:
         raise ValueError(f"[parallel] device_num={n} but the launched job has {size} ranks "
                          f"(start it with mpirun -np {n}, or set device_num={size})")
-    shape = tuple(int(x) for x in (_state["mesh_shape"] or (int(n),)))
-    prod = 1
-    for x in shape:
-        prod *= x
-    if prod != int(n):
-        raise ValueError(f"[parallel] mesh_shape={shape} holds {prod} devices but device_num={n}")
-    names = _state["axis_names"]
-    if names is not None and len(names) != len(shape):
-        raise ValueError(f"[parallel] axis_names={tuple(names)} names {len(names)} axes but mesh_shape={shape} "
-                         f"has {len(shape)}")
+    shape, names = mesh_of(n, _state["mesh_shape"], _state["axis_names"])
     rank = _state["global_rank"]
     if rank is not None and int(rank) != comm.get_rank():
         raise ValueError(f"[parallel] global_rank={rank} but the communicator says {comm.get_rank()}")
-    return shape, (tuple(names) if names is not None else None)
+    return shape, names
+
+
+def mesh_of(device_num, mesh_shape, axis_names):
+    """(shape, axis_names) of a mesh of device_num devices (a 1-D mesh when
+    mesh_shape is None), checked."""
+    n = int(device_num)
+    if n < 1:
+        raise ValueError(f"[parallel] device_num must be >= 1, got {device_num}")
+    shape = tuple(int(x) for x in (mesh_shape or (n,)))
+    prod = 1
+    for x in shape:
+        prod *= x
+    if prod != n:
+        raise ValueError(f"[parallel] mesh_shape={shape} holds {prod} devices but device_num={n}")
+    if axis_names is not None and len(axis_names) != len(shape):
+        raise ValueError(f"[parallel] axis_names={tuple(axis_names)} names {len(axis_names)} axes but "
+                         f"mesh_shape={shape} has {len(shape)}")
+    return shape, (tuple(axis_names) if axis_names is not None else None)

@@ -109,16 +109,8 @@ def partition(graph, state, n_out, assigned):
     from . import communication
     shape, names = _parallel.mesh()
     comms = _axis_comms(shape)
-    ties = {}
-    for k, p in enumerate(assigned):
-        name = state.weight_names.get(id(p))
-        if name is not None:
-            ties[str(n_out + k)] = name
-    opts = {"mesh": list(shape), "rank": communication.get_rank(), "groups": [c.id for c in comms],
-            "semi_auto": not _parallel.auto(), "ties": ties}
-    if names:
-        opts["axis_names"] = list(names)
-    opts.update(_parallel.search_options() or {})
+    opts = options(state, n_out, assigned, shape, names, communication.get_rank(), [c.id for c in comms],
+                   not _parallel.auto(), _parallel.search_options())
     plan = json.loads(graph.partition(json.dumps(opts)))
     for p, w in zip(state.weights, plan["weights"]):
         shard_parameter(p, w["split"], tuple(w["shape"]), shape)
@@ -133,6 +125,34 @@ def partition(graph, state, n_out, assigned):
         if hasattr(p, "__dict__"):
             p.__dict__["_spmd_plan"] = (_plan_count[0], plan)
     return plan
+
+
+def options(state, n_out, assigned, shape, names, rank, groups, semi_auto, search):
+    """The options of Graph.partition (spora_graph_partition) for a traced
+    step: the mesh, this rank and its per-axis communicators, and `ties`
+    (each assigned Parameter's output keeps its weight's layout)."""
+    ties = {}
+    for k, p in enumerate(assigned):
+        name = state.weight_names.get(id(p))
+        if name is not None:
+            ties[str(n_out + k)] = name
+    opts = {"mesh": list(shape), "rank": int(rank), "groups": [int(g) for g in groups], "semi_auto": bool(semi_auto),
+            "ties": ties}
+    if names:
+        opts["axis_names"] = list(names)
+    opts.update(search or {})
+    return opts
+
+
+def plan_only(graph, state, n_out, assigned, shape, names, semi_auto, search):
+    """Partitions a traced step for rank 0 of a simulated mesh and returns
+    the report, touching no Parameter and no communicator: the collectives
+    the pass inserts name placeholder groups 1..k (one per mesh axis; ids
+    need only be > 0 until the graph is compiled, which it never is:
+    spora.parallel.plan). Every rank's plan is the same up to its
+    coordinates: layouts split dims evenly."""
+    opts = options(state, n_out, assigned, shape, names, 0, list(range(1, len(shape) + 1)), semi_auto, search)
+    return json.loads(graph.partition(json.dumps(opts)))
 
 
 def _size(b):

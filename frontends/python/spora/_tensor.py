@@ -452,6 +452,9 @@ def _iter(self):
 
 def _repr(self):
     head = f"shape={list(self.shape)}, dtype={self.dtype.name}, device={self.device}"
+    if self._meta:
+        lazy = self._lazy_init
+        return f"Tensor(shape={list(self.shape)}, dtype={self.dtype.name}, init={lazy[0] if lazy else None!r})"
     if self._symbolic:
         return f"Tensor({head}, traced)"
     body = np.array2string(self.asnumpy(), separator=", ", prefix="       ")
@@ -465,7 +468,35 @@ def _array(self, dtype=None, copy=None):
 
 def _reduce_ex(self, protocol):
     # pickle / copy.deepcopy: the value as NumPy, restored on the same device
+    if self._meta:
+        return (_declared, (self.shape, self.dtype.name, self._lazy_init))
     return (Tensor, (self.asnumpy(), self.dtype.name, self.device))
+
+
+def _declared(shape, dtype, lazy):
+    return Tensor(shape=shape, dtype=D.get(dtype), init=lazy[0] if lazy else None)
+
+
+# -- tensors declared without data ------------------------------------------------
+
+def init_data(self):
+    """This tensor's data: a tensor declared without it (Tensor(shape=,
+    dtype=, init=), or under spora.nn.utils.no_init_parameters) returns a new
+    Tensor drawn from its initializer now; any other tensor returns itself."""
+    if not self._meta:
+        return self
+    lazy = self._lazy_init
+    if lazy is None or lazy[0] is None:
+        raise ValueError(f"[init_data] Tensor(shape={self.shape}, dtype={self.dtype.name}) was declared without an "
+                         f"initializer; give it data with Tensor(array) instead")
+    from .nn import init as _init
+    return _init.draw(lazy[0], self.shape, self.dtype)
+
+
+def _has_init(self):
+    """True while the tensor is declared without data and holds the
+    initializer init_data() will draw it with (MindSpore's has_init)."""
+    return self._meta and self._lazy_init is not None and self._lazy_init[0] is not None
 
 
 def _item_cast(dt):
@@ -486,12 +517,13 @@ _METHODS = dict(
     __xor__=lambda a, b: _logical("logical_xor")(a, b), __rxor__=lambda a, b: _logical("logical_xor")(b, a),
     __invert__=_invert, __pos__=lambda self: self,
     __getitem__=getitem, __setitem__=setitem, __iter__=_iter, __repr__=_repr, __str__=_repr,
-    __array__=_array, __reduce_ex__=_reduce_ex,
+    __array__=_array, __reduce_ex__=_reduce_ex, init_data=init_data,
     float=_item_cast(D.float32), double=_item_cast(D.float64), half=_item_cast(D.float16),
     bfloat16=_item_cast(D.bfloat16), long=_item_cast(D.int64), int=_item_cast(D.int32), bool=_item_cast(D.bool_),
 )
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
+Tensor.has_init = property(_has_init)
 Tensor.T = property(lambda self: transpose(self))
 Tensor.mT = property(lambda self: swapaxes(self, -2, -1))
 Tensor.__array_ufunc__ = None  # numpy defers to our reflected operators

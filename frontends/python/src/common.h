@@ -62,7 +62,14 @@ struct PyTensor {
   int32_t ndim = 0;
   int64_t shape[SPORA_MAX_NDIM] = {};
   bool is_param = false;
+  // A tensor declared without data (Tensor(shape=, dtype=, init=), or a
+  // Parameter made under spora.nn.utils.no_init_parameters): a tuple
+  // (initializer or None, declaration number), read by init_data.
+  nb::object init;
 
+  // Shape and dtype but no data and no trace: reading it is an error
+  // naming it (raise_meta); a trace takes it as a weight or input by shape.
+  bool meta() const { return !t && !trace; }
   bool symbolic_in(const Trace* tr) const { return trace && trace.get() == tr; }
   // Recorded in a trace that is still open (this one or an enclosing one).
   bool live_symbolic() const { return trace && !trace->closed; }
@@ -109,6 +116,9 @@ inline void check(spora_status_t s, bool locate = true) {
 // Reading a symbolic tensor's value (bool(), item(), asnumpy(), ...):
 // records the location on the trace and raises spora.UntraceableError.
 [[noreturn]] void raise_untraceable(const PyTensor& t, const char* what);
+// Reading a tensor declared without data (PyTensor::meta): a RuntimeError
+// naming the Parameter (or "a Tensor"), its shape and what to call.
+[[noreturn]] void raise_meta(const PyTensor& t, const char* what);
 extern PyObject* g_untraceable;
 
 // Op dispatch: eager when no trace is open (or no input is traced or a

@@ -86,7 +86,11 @@ nb::object dispatch(const char* op, const nb::handle* inputs, size_t n, const sp
   }
   if (!rec) {
     for (size_t i = 0; i < n; ++i)
-      if (!hs[i]) raise_escaped();
+      if (!hs[i]) {
+        const PyTensor* p = as_tensor(inputs[i]);
+        if (p->meta()) raise_meta(*p, (std::string("op '") + op + "'").c_str());
+        raise_escaped();
+      }
     spora_tensor_t* outs_stack[kStack];
     std::vector<spora_tensor_t*> outs_heap;
     spora_tensor_t** outs = outs_stack;

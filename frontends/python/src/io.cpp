@@ -19,6 +19,7 @@ spora_tensor_t* concrete(nb::handle h, const char* what) {
   if (!is_tensor(h))
     raise_type_error(std::string("[") + what + "] expected a Tensor, got " + nb::cast<std::string>(nb::str(h.type())));
   PyTensor* t = as_tensor(h);
+  if (t->meta()) raise_meta(*t, what);
   if (!t->t) raise_value_error(std::string("[") + what + "] cannot use a symbolic tensor (inside spora.jit)");
   return t->t.get();
 }

@@ -167,6 +167,7 @@ void raise_value_error(const std::string& msg) { raise(g_value_error, msg + user
 void raise_type_error(const std::string& msg) { raise(g_type_error, msg + user_location_suffix()); }
 
 void raise_untraceable(const PyTensor& t, const char* what) {
+  if (t.meta()) raise_meta(t, what);
   std::string file;
   int line = 0;
   std::string where = user_location(&file, &line) ? file + ":" + std::to_string(line) : std::string("?");

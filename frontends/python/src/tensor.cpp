@@ -116,6 +116,61 @@ static void init_tensor(PyTensor* self, nb::handle data, nb::handle dtype, nb::h
   }
 }
 
+// Tensor(shape=, dtype=, init=): shape and dtype, no data (PyTensor::meta).
+// The declaration number orders init_data draws as eager construction
+// would have made them (spora.nn.Cell.init_parameters_data).
+static void init_meta(PyTensor* self, nb::handle dtype, nb::handle device, nb::handle shape, nb::handle init) {
+  static int64_t declared = 0;
+  if (!device.is_none())
+    raise_value_error("[tensor] a tensor declared without data (shape=...) is on no device yet; it is made on the "
+                      "default device by init_data()");
+  const spora_dtype_t dt = dtype.is_none() ? SPORA_DTYPE_F32 : dtype_from(dtype);
+  if (dt == SPORA_DTYPE_INVALID) raise_type_error("[tensor] unknown dtype for Tensor(shape=...)");
+  std::vector<int64_t> dims;
+  if (PyLong_Check(shape.ptr())) {
+    dims.push_back(nb::cast<int64_t>(shape));
+  } else {
+    for (nb::handle d : nb::iter(shape)) {
+      if (!PyLong_Check(d.ptr()) && !PyIndex_Check(d.ptr()))
+        raise_type_error("[tensor] Tensor(shape=...) takes whole numbers, got " +
+                         nb::cast<std::string>(nb::str(shape)));
+      dims.push_back(nb::cast<int64_t>(nb::int_(d)));
+    }
+  }
+  if (dims.size() > SPORA_MAX_NDIM)
+    raise_value_error("[tensor] " + std::to_string(dims.size()) + " dimensions; at most " +
+                      std::to_string(SPORA_MAX_NDIM) + " are supported");
+  for (int64_t d : dims)
+    if (d < 0) raise_value_error("[tensor] negative dimension in Tensor(shape=" + nb::cast<std::string>(nb::str(shape)) + ")");
+  new (self) PyTensor();
+  self->dtype = dt;
+  self->ndim = static_cast<int32_t>(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) self->shape[i] = dims[i];
+  self->init = nb::make_tuple(nb::borrow(init), declared++);
+}
+
+static nb::tuple shape_tuple(const PyTensor& t);
+
+void raise_meta(const PyTensor& t, const char* what) {
+  std::string who = "a Tensor";
+  nb::object self = nb::find(t);
+  if (self.is_valid() && nb::hasattr(self, "name")) {
+    nb::object name = self.attr("name");
+    if (!name.is_none()) who = "Parameter '" + nb::cast<std::string>(nb::str(name)) + "'";
+  }
+  const bool param = who != "a Tensor";
+  const std::string msg =
+      std::string("[meta] ") + what + " needs the data of " + who + " (shape " +
+      nb::cast<std::string>(nb::str(shape_tuple(t))) + ", " +
+      nb::cast<std::string>(nb::str(dtype_object(t.dtype).attr("name"))) +
+      "), which was declared without data (spora.nn.utils.no_init_parameters, or Tensor(shape=, dtype=, init=)); " +
+      (param ? "materialise it first: net.init_parameters_data() for a whole network, or param.init_data()"
+             : "materialise it first: t = t.init_data()") +
+      user_location_suffix();
+  PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+  throw nb::python_error();
+}
+
 static nb::object host_copy(const PyTensor& t) {
   if (!t.t) raise_untraceable(t, "asnumpy()");
   nb::object src;
@@ -167,12 +222,22 @@ void bind_tensor(nb::module_& m) {
   g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());
   cls.def(
          "__init__",
-         [](PyTensor* self, nb::handle data, nb::handle dtype, nb::handle device) {
+         [](PyTensor* self, nb::handle data, nb::handle dtype, nb::handle device, nb::handle shape,
+            nb::handle init) {
+           if (data.is_none() && !shape.is_none()) return init_meta(self, dtype, device, shape, init);
+           if (!shape.is_none() || !init.is_none())
+             raise_type_error("[tensor] Tensor() takes data, or shape= (with dtype= and init=) for a tensor "
+                              "without data, not both");
+           if (data.is_none())
+             raise_type_error("[tensor] Tensor() needs data, or shape= and dtype= for a tensor without data");
            init_tensor(self, data, dtype, device);
          },
-         nb::arg("data"), nb::arg("dtype").none() = nb::none(), nb::arg("device").none() = nb::none(),
+         nb::arg("data").none() = nb::none(), nb::arg("dtype").none() = nb::none(),
+         nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("shape").none() = nb::none(),
+         nb::arg("init").none() = nb::none(),
          "Tensor(data, dtype=None, device=None): from a NumPy array, nested lists, a scalar or another Tensor "
-         "(copied to the device; dtype converts).")
+         "(copied to the device; dtype converts). Tensor(shape=..., dtype=..., init=...): shape and dtype but "
+         "no data yet (init_data() makes it with the initializer `init`).")
       .def_prop_ro("shape", [](const PyTensor& t) { return shape_tuple(t); })
       .def_prop_ro("dtype", [](const PyTensor& t) { return dtype_object(t.dtype); })
       .def_prop_ro("ndim", [](const PyTensor& t) { return t.ndim; })
@@ -180,6 +245,8 @@ void bind_tensor(nb::module_& m) {
       .def_prop_ro("device", [](const PyTensor& t) { return std::string(device_name(tensor_device(t))); })
       .def_prop_rw(
           "_is_param", [](const PyTensor& t) { return t.is_param; }, [](PyTensor& t, bool v) { t.is_param = v; })
+      .def_prop_ro("_meta", [](const PyTensor& t) { return t.meta(); })
+      .def_prop_ro("_lazy_init", [](const PyTensor& t) { return t.init.is_valid() ? t.init : nb::none(); })
       .def_prop_ro("_symbolic", [](const PyTensor& t) { return t.live_symbolic() && !t.t; })
       .def_prop_ro("_traced", [](const PyTensor& t) { return t.live_symbolic(); })
       .def("_sig", [](const PyTensor& t) {

@@ -15,7 +15,7 @@
 In spora.GRAPH_MODE calling a cell compiles its construct (per input
 signature and training phase); in PYNATIVE_MODE it runs op by op.
 """
-from . import init
+from . import init, utils
 from .cell import Cell, CellList, SequentialCell
 from .clip import ClipByGlobalNorm, global_norm
 from .distributed import DistributedGradReducer
@@ -32,7 +32,7 @@ from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSch
                     WarmupLR)
 
 __all__ = [
-    "init", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer",
+    "init", "utils", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer",
     "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
     "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",

@@ -160,6 +160,14 @@ class Cell:
     def untrainable_params(self, recurse=True):
         return [p for p in self.get_parameters(expand=recurse) if not p.requires_grad]
 
+    def init_parameters_data(self):
+        """Materialises every Parameter declared without data (under
+        spora.nn.utils.no_init_parameters) in declaration order, so the
+        values equal eager construction's from the same seed. Returns those
+        Parameters."""
+        from .._parameter import init_parameters
+        return init_parameters(self.get_parameters())
+
     def parameters_dict(self):
         """{name: Parameter} (an OrderedDict)."""
         return OrderedDict(self.parameters_and_names())

@@ -171,21 +171,47 @@ _BY_NAME = {
 }
 
 
+# Set inside spora.nn.utils.no_init_parameters: initializer() then declares
+# tensors without data (drawn later by init_data, in declaration order).
+_deferred = [0]
+
+
 def initializer(init, shape, dtype=None):
-    """A Tensor of `shape` and `dtype` (default float32) filled by `init`."""
+    """A Tensor of `shape` and `dtype` (default float32) filled by `init`.
+    Inside spora.nn.utils.no_init_parameters an Initializer, name or number
+    gives a Tensor without data instead (Tensor(shape=, dtype=, init=)):
+    nothing is drawn or allocated until init_data()."""
     from .. import float32
     dtype = float32 if dtype is None else dtype
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     if any(s < 0 for s in shape):
         raise ValueError(f"[initializer] negative dimension in shape {shape}")
+    init = _resolve(init)
+    if _deferred[0] and (isinstance(init, Initializer) or _is_number(init)):
+        return Tensor(shape=shape, dtype=dtype, init=init)
+    return draw(init, shape, dtype)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _resolve(init):
     if isinstance(init, str):
         key = init.lower()
         if key not in _BY_NAME:
             raise ValueError(f"[initializer] unknown initializer {init!r}; known: {sorted(set(_BY_NAME))}")
-        init = _BY_NAME[key]()
+        return _BY_NAME[key]()
+    return init
+
+
+def draw(init, shape, dtype):
+    """The values of `init` (an Initializer, name, number or array) for
+    `shape` as a Tensor of `dtype`, drawn now (also what init_data calls)."""
+    init = _resolve(init)
     if isinstance(init, Initializer):
         values = init(shape)
-    elif isinstance(init, (int, float)) and not isinstance(init, bool):
+    elif _is_number(init):
         values = np.full(shape, float(init))
     else:
         values = init.asnumpy() if hasattr(init, "asnumpy") else np.asarray(init)

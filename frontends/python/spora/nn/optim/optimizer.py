@@ -67,8 +67,11 @@ class Optimizer(Cell):
         for k, name in enumerate(self._state_names):
             self._states[name] = []
             for i, p in enumerate(self.parameters):
-                s = Parameter(Tensor(np.zeros(p.shape, _state_dtype(p.dtype))), name=f"{name}.{p.name}",
-                              requires_grad=False)
+                # A Parameter declared without data (no_init_parameters)
+                # gets its state declared too: zeros once init_data() runs.
+                value = Tensor(shape=p.shape, dtype=_state_dtype(p.dtype), init="zeros") if p._meta else \
+                    Tensor(np.zeros(p.shape, _state_dtype(p.dtype)))
+                s = Parameter(value, name=f"{name}.{p.name}", requires_grad=False)
                 self.insert_param_to_cell(f"_{name}_{i}", s)
                 self._states[name].append(s)
         self._lr_params()
