@@ -134,7 +134,8 @@ TEST(Recompute, BlocksGiveTheSameGradientsWithALowerPlannedPeak) {
       ++j;
     bool read_by_copies_or_next = false;
     for (size_t k = i + 1; k <= j && k < nodes.size(); ++k)
-      for (const ir::Value& v : nodes[k].inputs) read_by_copies_or_next = read_by_copies_or_next || v.node == static_cast<int32_t>(i);
+      for (const ir::Value& v : nodes[k].inputs)
+        read_by_copies_or_next = read_by_copies_or_next || v.node == static_cast<int32_t>(i);
     EXPECT_TRUE(read_by_copies_or_next) << "copy %" << i << " is not read right after it:\n" << ir::to_text(step);
   }
 

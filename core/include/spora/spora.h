@@ -385,7 +385,8 @@ SPORA_API spora_status_t spora_graph_to_json(spora_graph_t* graph, const char** 
 SPORA_API spora_status_t spora_graph_from_json(const char* json, size_t size, spora_graph_t** out);
 
 /* Runs the optimisation passes of `level` (0 none, 1: shape_inference,
- * inline, dce, cse, algebraic_simplify, constant_folding, epilogue_fusion;
+ * inline, dce, cse, algebraic_simplify, constant_folding, recompute,
+ * epilogue_fusion;
  * 2: also elementwise_fusion) on the graph in place. No level changes the
  * graph's numerics beyond the kernels' own rounding (mixed precision is
  * spora_graph_run_pass's "mixed_precision").
@@ -401,6 +402,30 @@ SPORA_API spora_status_t spora_graph_optimize(spora_graph_t* graph, int32_t leve
  *                      their gradients) in bf16, f32 everywhere else.
  * An unknown name is SPORA_ERROR_INVALID_ARGUMENT listing the passes. */
 SPORA_API spora_status_t spora_graph_run_pass(spora_graph_t* graph, const char* name);
+
+/* Recomputation (activation checkpointing, MindSpore's Cell.recompute();
+ * docs/parallel.md, "Recomputation"). Ops carry the int attribute
+ * "recompute" (every op accepts it; a bool is read as 0/1): 1 recomputes
+ * that op, a value >= 2 names one recomputed region (a Cell call) whose
+ * outputs -- values read in the forward pass outside the region -- are
+ * kept, 0 never recomputes it. The pass "recompute" (in opt level 1, or by
+ * spora_graph_run_pass), run on a graph from spora_graph_grad, makes every
+ * backward reader of a marked forward value read a copy computed just
+ * before it from the nearest kept values, so the forward values die after
+ * the forward pass and the planned memory (spora_executable_memory) drops.
+ * The forward pass is what output 0 depends on. Numbers do not change:
+ * random ops are copied with their seed and offset, and collectives, ops
+ * updating an input in place and graph outputs are never recomputed.
+ *
+ * spora_graph_num_nodes writes how many nodes the graph has (ids run from
+ * 0 in creation order); spora_graph_mark_recompute gives the op nodes with
+ * ids in [first, end) that carry no "recompute" attribute yet the value
+ * `mark` (>= 0) and writes how many it marked to `*marked` (may be NULL):
+ * marking what a stretch of building added, earlier marks winning. A range
+ * outside the graph or a negative mark is SPORA_ERROR_INVALID_ARGUMENT. */
+SPORA_API spora_status_t spora_graph_num_nodes(const spora_graph_t* graph, int64_t* out);
+SPORA_API spora_status_t spora_graph_mark_recompute(spora_graph_t* graph, int64_t first, int64_t end, int64_t mark,
+                                                    int64_t* marked);
 
 /* SPMD partitioning (semi-automatic parallelism, docs/parallel.md): rewrites
  * `graph` in place into what one rank of a device mesh runs, inserting the

@@ -6,6 +6,7 @@
 #include "ir/printer.h"
 #include "ir/serialize.h"
 #include "passes/pass.h"
+#include "passes/recompute.h"
 #include "runtime/interpreter.h"
 #include "sched/executor.h"
 #include "sched/plan_cache.h"
@@ -259,6 +260,29 @@ spora_status_t spora_graph_run_pass(spora_graph_t* graph, const char* name) {
     spora::ir::Graph g = graph->g;  // a failing pass leaves the graph as it was
     spora::passes::run_pass(g, name);
     graph->g = std::move(g);
+  });
+}
+
+spora_status_t spora_graph_num_nodes(const spora_graph_t* graph, int64_t* out) {
+  return guard([&] {
+    need(graph, "spora_graph_num_nodes", "graph");
+    need(out, "spora_graph_num_nodes", "out");
+    *out = static_cast<int64_t>(graph->g.nodes().size());
+  });
+}
+
+spora_status_t spora_graph_mark_recompute(spora_graph_t* graph, int64_t first, int64_t end, int64_t mark,
+                                          int64_t* marked) {
+  return guard([&] {
+    need(graph, "spora_graph_mark_recompute", "graph");
+    const auto size = static_cast<int64_t>(graph->g.nodes().size());
+    if (first < 0 || end < first || end > size)
+      fail(Code::kInvalidArgument,
+           "[spora_graph_mark_recompute] node range [{}, {}) is outside graph '{}' of {} nodes", first, end,
+           graph->g.name(), size);
+    const int32_t n =
+        spora::passes::mark_recompute(graph->g, static_cast<int32_t>(first), static_cast<int32_t>(end), mark);
+    if (marked) *marked = n;
   });
 }
 

@@ -132,7 +132,8 @@ RecomputeStats recompute(Graph& g, const RecomputeOptions& options) {
         v = rw.map(v);
       }
     const int32_t nid = out.append(std::move(node));
-    for (size_t o = 0; o < nodes[i].outputs.size(); ++o) rw.set({id, static_cast<int32_t>(o)}, {nid, static_cast<int32_t>(o)});
+    for (size_t o = 0; o < nodes[i].outputs.size(); ++o)
+      rw.set({id, static_cast<int32_t>(o)}, {nid, static_cast<int32_t>(o)});
   }
   if (stats.copies == 0) return {};
   for (size_t id = 0; id < n; ++id)
@@ -152,7 +153,8 @@ int32_t mark_recompute(Graph& g, int32_t first, int32_t end, int64_t mark) {
   if (first < 0 || end < first || end > size)
     fail(Code::kInvalidArgument, "[recompute] node range [{}, {}) is outside graph '{}' of {} nodes", first, end,
          g.name(), size);
-  if (mark < 0) fail(Code::kInvalidArgument, "[recompute] mark {} is negative (0: never, 1: this op, >= 2: a region)", mark);
+  if (mark < 0)
+    fail(Code::kInvalidArgument, "[recompute] mark {} is negative (0: never, 1: this op, >= 2: a region)", mark);
   int32_t marked = 0;
   for (int32_t id = first; id < end; ++id) {
     Node& node = g.mutable_node(id);

@@ -15,6 +15,7 @@ import threading
 
 from . import _C
 from . import _context
+from . import _recompute
 from ._jit import JitFunction
 from ._tensor import Tensor
 from ._trace import TraceState
@@ -135,6 +136,8 @@ class GradFunction:
             outputs = [state.value(t) for t in fwd] + aux_vals + [state.value(v) for _, v in assigned]
             trace.graph.set_outputs(outputs)
             gg = trace.graph.grad(wrt, 0)
+            if _recompute.used:  # here output 0 is the loss: the forward pass is what it depends on
+                gg.run_pass("recompute")
         finally:
             trace.close()  # also on errors: the trace holds tensors and Python state
 

@@ -42,6 +42,18 @@ class Primitive:
         self.strategy = strategy_string(in_strategy, self.op)
         return self
 
+    def recompute(self, mode=True):
+        """Recomputation of this op (MindSpore's Primitive.recompute): in
+        graph mode, mode=True computes it again in the backward pass instead
+        of keeping its output; mode=False keeps its output even inside a
+        recomputed Cell. Returns self."""
+        if not isinstance(mode, bool):
+            raise TypeError(f"[{self.op}] recompute's mode must be a bool, got {mode!r}")
+        from . import _recompute
+        _recompute.mark_primitive()
+        self.attrs["recompute"] = mode
+        return self
+
     def __call__(self, *inputs):
         ts = []
         like = next((x for x in inputs if isinstance(x, Tensor)), None)
@@ -117,7 +129,7 @@ class Transpose(Primitive):
         super().__init__("transpose")
 
     def __call__(self, x, perm):
-        a = dict(perm=[int(p) for p in perm])
+        a = dict(self.attrs, perm=[int(p) for p in perm])
         if self.strategy is not None:
             a["strategy"] = self.strategy
         return _call(self.op, [x], 1, **a)
@@ -128,7 +140,7 @@ class Reshape(Primitive):
         super().__init__("reshape")
 
     def __call__(self, x, shape):
-        a = dict(shape=[int(s) for s in shape])
+        a = dict(self.attrs, shape=[int(s) for s in shape])
         if self.strategy is not None:
             a["strategy"] = self.strategy
         return _call(self.op, [x], 1, **a)

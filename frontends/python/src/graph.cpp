@@ -144,12 +144,41 @@ void bind_graph(nb::module_& m) {
            })
       .def("optimize", [](PyGraph& g, int level) { check(spora_graph_optimize(g.g(), level), false); })
       .def("run_pass", [](PyGraph& g, const std::string& name) { check(spora_graph_run_pass(g.g(), name.c_str()), false); })
+      .def("num_nodes",
+           [](PyGraph& g) {
+             int64_t n = 0;
+             check(spora_graph_num_nodes(g.g(), &n), false);
+             return n;
+           })
+      .def(
+          "mark_recompute",
+          [](PyGraph& g, int64_t first, int64_t end, int64_t mark) {
+            int64_t marked = 0;
+            check(spora_graph_mark_recompute(g.g(), first, end, mark, &marked), false);
+            return marked;
+          },
+          nb::arg("first"), nb::arg("end"), nb::arg("mark"),
+          "Marks the op nodes in [first, end) without a recompute mark yet (spora_graph_mark_recompute).")
       .def("partition",
            [](PyGraph& g, const std::string& options) {
              const char* report = nullptr;
              check(spora_graph_partition(g.g(), options.c_str(), &report), false);
              return std::string(report);
            })
+      .def(
+          "pipeline_stage",
+          [](PyGraph& g, int32_t stages, int32_t stage, const std::vector<int64_t>& marks) {
+            if (marks.size() % 3 != 0) raise_type_error("[graph] pipeline_stage: marks are (first, end, stage) triples");
+            spora_graph_t *f = nullptr, *b = nullptr;
+            const char* report = nullptr;
+            check(spora_graph_pipeline_stage(g.g(), stages, stage, marks.data(), marks.size() / 3, &f, &b, &report),
+                  false);
+            PyGraph fg{std::make_shared<GraphBox>(f)}, bg{std::make_shared<GraphBox>(b)};
+            return nb::make_tuple(fg, bg, std::string(report));
+          },
+          nb::arg("stages"), nb::arg("stage"), nb::arg("marks"),
+          "(forward, backward, report JSON) of one pipeline stage (spora_graph_pipeline_stage); marks: flat "
+          "(first, end, stage) triples.")
       .def("text",
            [](PyGraph& g) {
              const char* s = nullptr;

@@ -222,6 +222,18 @@ class Cell:
         self.__dict__["_spmd_shard"] = (ins, outs)
         return self
 
+    def recompute(self, **kwargs):
+        """Recomputation (MindSpore's Cell.recompute; docs/parallel.md):
+        in graph mode the backward pass computes the ops of this cell and its
+        sub-cells again instead of keeping their forward outputs, except the
+        cell's own outputs, which stay (a Primitive's recompute(False) keeps
+        that op's too). Gradients do not change; the compiled step's planned
+        memory drops. Keyword arguments: MindSpore's mp_comm_recompute,
+        parallel_optimizer_comm_recompute and recompute_slice_activation
+        (bools); communication ops are never recomputed here."""
+        from .._recompute import cell_options
+        self.__dict__["_recompute"] = cell_options(kwargs)
+
     def _sharded_construct(self, *args):
         from .._tensor import _call
         ins, outs = self.__dict__["_spmd_shard"]
@@ -251,6 +263,9 @@ class Cell:
                                    "(set_context(mode=GRAPH_MODE) or inside spora.jit)")
 
     def __call__(self, *args, **kwargs):
+        if "_recompute" in self.__dict__ and _util.is_tracing():
+            from .._recompute import call_marked
+            return call_marked(self, args, kwargs)
         if not _util.is_tracing() and not _util.graph_mode() and _parallel.semi_auto():
             self._check_not_split()
         if "_spmd_shard" in self.__dict__ and not kwargs and (not _util.graph_mode() or _util.is_tracing()):
