@@ -168,3 +168,18 @@ def test_a_parameter_without_initializer_cannot_be_initialised():
         cell.init_parameters_data()
     with pytest.raises(ValueError, match="'w' was declared without an initializer"):
         p.init_data()
+
+
+def test_a_checkpoint_loads_into_a_declared_network(tmp_path):
+    # MindSpore's use of no_init_parameters: declare, then load the values.
+    nn.init.set_seed(9)
+    trained = Net()
+    path = str(tmp_path / "net.ckpt")
+    spora.save_checkpoint(trained, path)
+    net = declared()
+    spora.load_checkpoint(path, net=net)
+    for (name, a), (_, b) in zip(trained.parameters_and_names(), net.parameters_and_names()):
+        assert not b.has_init, name
+        np.testing.assert_array_equal(b.asnumpy(), a.asnumpy(), err_msg=name)
+    with pytest.raises(RuntimeError, match=r"save_checkpoint needs the data of Parameter 'attn_in'"):
+        spora.save_checkpoint(declared(), str(tmp_path / "empty.ckpt"))
