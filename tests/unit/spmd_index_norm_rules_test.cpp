@@ -1,5 +1,5 @@
 // Sharding rules of the indexing ops (gather, index_select, gather_nd,
-// gather_elements, scatter_add) and of batch_norm / group_norm and their
+// gather_elements, scatter_add; slice, which gather_nd's gradient uses) and of batch_norm / group_norm and their
 // gradients (docs/parallel.md, rule table), one op at a time; then the
 // partitioning pass on graphs that use them: the embedding's gradient
 // (scatter_add of split tokens) is a local scatter plus one all_reduce, a
@@ -171,6 +171,20 @@ TEST(IndexRules, GatherElementsSplitsMatchingDimsAndTheIndicesAlongAxis) {
   // Indices shorter than x outside axis: their blocks would not line up.
   Rule s("gather_elements", {{shp({8, 10})}, {shp({4, 4}), I32}}, {lay({0, -1}), lay({0, -1})}, axis(1), {2});
   EXPECT_EQ(s.text, "[R, R] [R, R] -> [R, R]");
+}
+
+TEST(IndexRules, SliceKeepsTheSplitsOfDimsItTakesWhole) {
+  // gather_nd's gradient slices each coordinate column out of (tokens, q).
+  Attrs a;
+  a.set("starts", AttrValue::of_ints({0, 1}));
+  a.set("ends", AttrValue::of_ints({32, 2}));
+  Rule r("slice", {{shp({32, 3}), I32}}, {lay({0, -1})}, a, {2});
+  ASSERT_TRUE(r.ok);
+  EXPECT_EQ(r.text, "[S0, R] -> [S0, R]");
+  EXPECT_EQ(r.p.local_attrs.get_ints("ends"), (std::vector<int64_t>{16, 2}));
+  // A dim the slice cuts is gathered; a partial sum passes through.
+  Rule c("slice", {{shp({32, 3})}}, {lay({-1, 0}, 2)}, a, {3, 2});
+  EXPECT_EQ(c.text, "[R, R]+P{1} -> [R, R]+P{1}");
 }
 
 Attrs bn(bool training) {

@@ -33,7 +33,9 @@
 #include <cstring>
 
 #include "ir/op.h"
+#include "ir/sharding.h"
 #include "ops/rule_helpers.h"
+#include "ops/shard_rules.h"
 #include "support/error.h"
 
 namespace spora {
@@ -360,6 +362,36 @@ V split_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& d
 }
 
 // The node's starts/ends are per dim and clamped: pad the adjoint back.
+// Sharding (ir/sharding.h) of slice: a dim taken whole keeps its split
+// (local `ends` = the block size); a dim cut by the slice is gathered (its
+// blocks would not line up with the output's). Partial sums pass through
+// (a slice is linear). Without it gather_nd's gradient gathered its
+// (tokens, 1) coordinates on every device.
+bool shard_slice(const ShardQuery& q, ShardPlan& p) {
+  const TensorLayout& l = q.in_layouts[0];
+  if (l.free) return false;
+  const Shape& s = q.in[0].shape;
+  const std::vector<int64_t>& starts = q.attrs->get_ints("starts");
+  std::vector<int64_t> ends = q.attrs->get_ints("ends");
+  if (static_cast<int>(starts.size()) != s.rank || static_cast<int>(ends.size()) != s.rank) return false;
+  TensorLayout want = l;
+  for (int d = 0; d < s.rank; ++d) {
+    const size_t u = static_cast<size_t>(d);
+    const int a = want.dims[u];
+    if (a == kReplicated) continue;
+    if (starts[u] == 0 && ends[u] == s.dims[d] && shard::divides(q, s.dims[d], a))
+      ends[u] = s.dims[d] / q.mesh[static_cast<size_t>(a)];
+    else
+      want.dims[u] = kReplicated;
+  }
+  p.in = {want};
+  p.out = {want};
+  p.local_attrs = *q.attrs;
+  p.local_attrs.set("ends", AttrValue::of_ints(ends));
+  p.attrs_changed = true;
+  return true;
+}
+
 V slice_bp(GradBuilder& b, const ir::Node& n, const V& x, const V&, const V& dy) {
   const Shape s = b.meta(x[0]).shape;
   const auto& starts = n.attrs.get_ints("starts");
@@ -508,7 +540,7 @@ void register_shape_ops(OpRegistry& r) {
             infer_slice,
             "x[starts:ends] along axes (the leading ones when empty); negative indices count from the end and "
             "out-of-range ones clamp, as in numpy",
-            {slice_bp}));
+            {slice_bp, nullptr, true, shard_slice}));
   r.add(def("strided_slice",
             {{"begin", AttrType::kInts, true, {}},
              {"end", AttrType::kInts, true, {}},
