@@ -1,4 +1,6 @@
 """spora.Parameter: a Tensor that is model state."""
+import functools
+
 from . import _C
 from ._tensor import Tensor
 
@@ -114,17 +116,20 @@ def _restore(array, dtype, device, name, requires_grad):
     return Parameter(Tensor(array, dtype, device), name, requires_grad)
 
 
-def init_parameters(params):
-    """init_data for each of params, the draws in declaration order
-    (Cell.init_parameters_data). Returns the Parameters that got data."""
+def init_parameters(params, draws=()):
+    """init_data for each of params, and the other deferred `draws`
+    ((declaration number, callable): a Dropout's seed), all in declaration
+    order (Cell.init_parameters_data). Returns the Parameters that got
+    data."""
     bare = [p.name for p in params if p._meta and not any(d[4] for d in p._declarations())]
     if bare:
         raise ValueError(f"[Parameter] {bare} were declared without an initializer; give them data with set_data()")
-    todo = [(d, p) for p in params for d in p._declarations()]
-    todo.sort(key=lambda e: e[0][0])
-    for d, p in todo:
-        p._draw(d)
-    return [p for d, p in todo if d[4]]
+    todo = [(d[0], functools.partial(p._draw, d)) for p in params for d in p._declarations()] + list(draws)
+    filled = [p for p in params for d in p._declarations() if d[4]]
+    todo.sort(key=lambda e: e[0])
+    for _, draw in todo:
+        draw()
+    return filled
 
 
 Parameter.__module__ = "spora"

@@ -64,7 +64,9 @@ def plan(step, *inputs, device_num, mesh_shape=None, axis_names=None, parallel_m
                          f"{parallel_mode!r} (other modes do not partition)")
     shape, names = _parallel.mesh_of(device_num, mesh_shape, axis_names)
     fn = _step_function(step)
-    graph, state, n_out, assigned = _jit.trace_step(fn, inputs, kwargs)
+    from .nn.utils import no_init_parameters
+    with no_init_parameters():  # what the trace creates (dropout noise) is declared, not drawn
+        graph, state, n_out, assigned = _jit.trace_step(fn, inputs, kwargs)
     auto = parallel_mode == _parallel.AUTO_PARALLEL
     search = _parallel.search_options_of(opts) if auto else None
     return _spmd.plan_only(graph, state, n_out, assigned, shape, names, not auto, search)

@@ -119,8 +119,9 @@ static void init_tensor(PyTensor* self, nb::handle data, nb::handle dtype, nb::h
 // Tensor(shape=, dtype=, init=): shape and dtype, no data (PyTensor::meta).
 // The declaration number orders init_data draws as eager construction
 // would have made them (spora.nn.Cell.init_parameters_data).
+static int64_t g_declared = 0;  // declarations so far (the GIL orders them)
+
 static void init_meta(PyTensor* self, nb::handle dtype, nb::handle device, nb::handle shape, nb::handle init) {
-  static int64_t declared = 0;
   if (!device.is_none())
     raise_value_error("[tensor] a tensor declared without data (shape=...) is on no device yet; it is made on the "
                       "default device by init_data()");
@@ -146,7 +147,7 @@ static void init_meta(PyTensor* self, nb::handle dtype, nb::handle device, nb::h
   self->dtype = dt;
   self->ndim = static_cast<int32_t>(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) self->shape[i] = dims[i];
-  self->init = nb::make_tuple(nb::borrow(init), declared++);
+  self->init = nb::make_tuple(nb::borrow(init), g_declared++);
 }
 
 static nb::tuple shape_tuple(const PyTensor& t);
@@ -302,6 +303,9 @@ void bind_tensor(nb::module_& m) {
           nb::arg("device"), "A copy on another device (\"cpu\", \"sim:0\"); self when it is there already.")
       .def("astype", [](nb::handle self, nb::handle dtype) { return cast_to(self, dtype_from(dtype)); },
            nb::arg("dtype"));
+  // The next declaration number, for draws deferred by something other
+  // than a tensor (spora.nn.Dropout's seed under no_init_parameters).
+  m.def("_declare", []() { return g_declared++; });
   m.def("_set_array_helper", [](nb::object f) { g_as_array = f.release(); });
   m.def("_tensor_bytes", [](const PyTensor& t) {
     size_t n = 0;

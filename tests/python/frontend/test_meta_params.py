@@ -119,6 +119,37 @@ def test_init_parameters_data_equals_eager_construction_from_the_same_seed():
     np.testing.assert_array_equal(net(ids).asnumpy(), eager(ids).asnumpy())
 
 
+class WithDropout(nn.Cell):
+    """Dropout draws a seed at construction, between the Parameters' draws."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = nn.TransformerEncoderLayer(16, 4, 32, dropout=0.25, batch_first=True)
+        self.head = nn.Dense(16, 5)
+
+    def construct(self, x):
+        return self.head(self.block(x))
+
+
+def test_dropout_seeds_are_drawn_in_declaration_order_too():
+    nn.init.set_seed(4)
+    eager = WithDropout()
+    nn.init.set_seed(4)
+    with nn.utils.no_init_parameters():
+        net = WithDropout()
+    x = spora.Tensor(np.ones((2, 3, 16), np.float32))
+    net.set_train(True)
+    with pytest.raises(RuntimeError, match=r"\[Dropout\] declared under spora.nn.utils.no_init_parameters: its seed "
+                                           r"is drawn by net.init_parameters_data\(\)"):
+        net.block.dropout(x)
+    net.init_parameters_data()
+    assert net.block.dropout.seed == eager.block.dropout.seed
+    for (name, a), (_, b) in zip(eager.parameters_and_names(), net.parameters_and_names()):
+        np.testing.assert_array_equal(b.asnumpy(), a.asnumpy(), err_msg=name)
+    eager.set_train(True)
+    np.testing.assert_array_equal(net(x).asnumpy(), eager(x).asnumpy())
+
+
 def test_init_data_one_by_one_in_declaration_order_equals_eager():
     nn.init.set_seed(2)
     a, b = nn.Dense(4, 3), nn.Dense(3, 2)

@@ -119,6 +119,21 @@ def test_semi_auto_plan_follows_the_strategies():
                             parallel_mode="semi_auto_parallel")
 
 
+def test_planning_declares_dropout_noise_instead_of_drawing_it():
+    with nn.utils.no_init_parameters():
+        net = nn.SequentialCell(nn.Dense(32, 64), nn.Dropout(p=0.5), nn.Dense(64, 10))
+    net.set_train(True)
+    plan = spora.parallel.plan(net, X, device_num=2)
+    noise = list(net[1]._noise.values())
+    assert len(noise) == 1 and noise[0]._meta and spora._C._tensor_bytes(noise[0]) == 0
+    assert noise[0].name in [w["name"] for w in plan["weights"]]
+    # Afterwards the network runs compiled as usual: the noise is drawn then.
+    net.init_parameters_data()
+    spora.set_context(mode=spora.GRAPH_MODE)
+    out = net(spora.Tensor(np.ones((64, 32), np.float32))).asnumpy()
+    assert out.shape == (64, 10) and np.isfinite(out).all()
+
+
 def test_plan_errors():
     net, opt, loss_fn = build(True)
     step = make_step(net, opt, loss_fn)

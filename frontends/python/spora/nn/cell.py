@@ -166,7 +166,8 @@ class Cell:
         values equal eager construction's from the same seed. Returns those
         Parameters."""
         from .._parameter import init_parameters
-        return init_parameters(self.get_parameters())
+        draws = [d for _, c in self.cells_and_names() for d in c.__dict__.get("_deferred_draws", ())]
+        return init_parameters(self.get_parameters(), draws)
 
     def parameters_dict(self):
         """{name: Parameter} (an OrderedDict)."""

@@ -3,9 +3,10 @@ import math
 
 import numpy as np
 
-from ... import Parameter, Tensor, ops
+from ... import Parameter, Tensor, _C, float32, ops
 from ...ops import raw
 from .. import _util
+from .. import init as _init
 from ..cell import Cell
 from ..init import HeUniform, Normal, Uniform, initializer
 from .activation import get_activation
@@ -87,7 +88,8 @@ class Dropout(Cell):
 
     Randomness: each call uses a new offset of the Philox stream keyed by a
     seed drawn at construction (spora.nn.init.set_seed makes runs
-    reproducible). In GRAPH_MODE the random numbers are drawn on the host
+    reproducible; under spora.nn.utils.no_init_parameters, by
+    init_parameters_data). In GRAPH_MODE the random numbers are drawn on the host
     before each compiled run (Cell.__call__ and Model do it) and enter the
     graph as a weight, because a random op inside a graph has a constant
     seed. A network traced by a user's own spora.jit therefore reuses one
@@ -104,7 +106,14 @@ class Dropout(Cell):
         if not 0.0 <= p < 1.0:
             raise ValueError(f"[Dropout] p must be in [0, 1), got {p}")
         self.p = p
-        self.seed = _util.next_seed()
+        if _init._deferred[0]:
+            # Under no_init_parameters the seed is drawn by
+            # init_parameters_data, in declaration order, so the generator
+            # gives the Parameters declared after it eager's values.
+            self.seed = None
+            self.__dict__["_deferred_draws"] = [(_C._declare(), self._draw_seed)]
+        else:
+            self.seed = _util.next_seed()
         self._calls = 0
         self._noise = {}  # input shape -> Parameter of uniform numbers (graph mode)
 
@@ -114,18 +123,32 @@ class Dropout(Cell):
         if _util.is_jit_tracing():
             shape = tuple(x.shape)
             noise = self._noise.get(shape)
-            if noise is None:
-                noise = Parameter(self._draw(shape), name=f"dropout_noise_{id(self)}_{len(self._noise)}",
-                                  requires_grad=False)
+            if noise is None or (noise._meta and not _init._deferred[0]):  # new, or declared by a plan
+                # Declared only while planning (spora.parallel.plan): the
+                # noise is as large as the activation.
+                value = Tensor(shape=shape, dtype=float32) if _init._deferred[0] else self._draw(shape)
+                noise = Parameter(value, name=f"dropout_noise_{id(self)}_{len(self._noise)}", requires_grad=False)
                 self._noise[shape] = noise
             scale = (noise >= self.p).astype(x.dtype) * (1.0 / (1.0 - self.p))
             return x * scale
+        seed = self._seed()
         self._calls += 1
-        return raw.dropout(x, p=self.p, training=True, seed=self.seed, offset=self._calls)[0]
+        return raw.dropout(x, p=self.p, training=True, seed=seed, offset=self._calls)[0]
+
+    def _seed(self):
+        if self.seed is None:
+            raise RuntimeError("[Dropout] declared under spora.nn.utils.no_init_parameters: its seed is drawn by "
+                               f"net.init_parameters_data(); call that first{_util._C_location()}")
+        return self.seed
+
+    def _draw_seed(self):
+        self.seed = _util.next_seed()
+        self.__dict__.pop("_deferred_draws", None)
 
     def _draw(self, shape):
+        seed = self._seed()
         self._calls += 1
-        return raw.uniform(shape=list(shape), seed=self.seed, offset=self._calls)
+        return raw.uniform(shape=list(shape), seed=seed, offset=self._calls)
 
     def _before_graph_run(self):
         if self.training and self.p > 0.0:
