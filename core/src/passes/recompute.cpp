@@ -31,6 +31,17 @@ bool copyable(const Node& n) {
   return n.kind == NodeKind::kApply && !is_collective_op(*n.op) && !n.op->in_place_input;
 }
 
+// Output 0 of the op aliases input 0's memory (the planner's views, which
+// keep their root alive as long as themselves).
+bool is_view(const Graph& g, const Node& n) {
+  if (n.kind != NodeKind::kApply || n.inputs.empty()) return false;
+  TensorMeta metas[kMaxOpInputs];
+  for (size_t i = 0; i < n.inputs.size(); ++i) metas[i] = g.meta(n.inputs[i]);
+  OpCall call;
+  infer_call(*n.op, metas, static_cast<int>(n.inputs.size()), n.attrs, call);
+  return call.view;
+}
+
 // The last node the first `k` outputs depend on (-1 when none).
 int32_t forward_end(const Graph& g, int32_t k) {
   const auto& nodes = g.nodes();
@@ -83,6 +94,20 @@ RecomputeStats recompute(Graph& g, const RecomputeOptions& options) {
       for (int32_t r : readers[static_cast<size_t>(id)])
         kept = kept || (r <= fwd_end && mark_of(nodes[static_cast<size_t>(r)]) != mark);
     redo[static_cast<size_t>(id)] = !kept;
+  }
+  // A value alive into the backward pass that is a view keeps its root's
+  // memory alive too: computing the root again would hold it twice. Such
+  // roots are kept (descending ids: alias chains point to earlier nodes).
+  std::vector<char> alive_late(n, 0);
+  for (int32_t id = fwd_end; id >= 0; --id) {
+    const auto u = static_cast<size_t>(id);
+    if (redo[u]) continue;
+    alive_late[u] = alive_late[u] || is_output[u];
+    for (int32_t r : readers[u]) alive_late[u] = alive_late[u] || r > fwd_end || redo[static_cast<size_t>(r)];
+    if (!alive_late[u] || !is_view(g, nodes[u])) continue;
+    const auto root = static_cast<size_t>(nodes[u].inputs[0].node);
+    redo[root] = 0;
+    alive_late[root] = 1;
   }
 
   ir::Rewriter rw(g);

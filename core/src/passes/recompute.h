@@ -10,8 +10,10 @@
 // (Primitive.recompute()); a value >= 2 names one call of a recomputed
 // Cell, whose outputs -- values the forward pass reads outside that call --
 // are kept, as MindSpore keeps a recomputed cell's outputs. Also kept:
-// graph outputs, and the outputs of collectives (recomputing them would
-// communicate again) and of ops that update an input in place. Random ops
+// graph outputs, the outputs of collectives (recomputing them would
+// communicate again) and of ops that update an input in place, and the
+// root of a view that stays alive into the backward pass (the view holds
+// its memory anyway; a copy would hold it twice). Random ops
 // are copied with their seed and offset attributes and inputs, so a copy
 // draws the same numbers as the original (dropout's mask included).
 //
