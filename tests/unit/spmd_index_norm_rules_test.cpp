@@ -317,6 +317,43 @@ TEST(IndexPass, EmbeddingGradientIsALocalScatterAndOneAllReduce) {
   }
 }
 
+// Strategies written on scatter_add: a split of the scattered (vocabulary)
+// dim of x is refused by the rule, a count that does not divide is an
+// error; both name the op, the line and the numbers.
+TEST(IndexPass, ScatterAddStrategyErrorsNameOpLineAndNumbers) {
+  ir::Graph g;
+  const ir::Value x = g.add_input("x", SPORA_DTYPE_F32, shp({20, 16}));
+  const ir::Value idx = g.add_input("idx", I32, shp({32, 16}));
+  const ir::Value upd = g.add_input("upd", SPORA_DTYPE_F32, shp({32, 16}));
+  Attrs a = axis(0);
+  a.set("strategy", AttrValue::of_string("2,1;1,1;1,1"));
+  const ir::Value y = g.add_op("scatter_add", {x, idx, upd}, a, {"model.py", 41})[0];
+  g.set_outputs({y});
+  auto error_of = [&](int64_t devices) {
+    try {
+      parallel::partition(g, mesh_of(devices, 0));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string m = error_of(2);
+  EXPECT_NE(m.find("[scatter_add] strategy ((2, 1), (1, 1), (1, 1)) cannot be honoured"), std::string::npos) << m;
+  EXPECT_NE(m.find("input 0 laid out [R, R] instead of [S0, R]"), std::string::npos) << m;
+  EXPECT_NE(m.find("model.py:41"), std::string::npos) << m;
+  g.mutable_node(y.node).attrs.set("strategy", AttrValue::of_string("1,1;3,1;3,1"));
+  m = error_of(3);
+  EXPECT_NE(m.find("[scatter_add] strategy ((1, 1), (3, 1), (3, 1)): input 1 dim 0 of size 32 (shape (32,16)) "
+                   "does not divide into 3 blocks"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("model.py:41"), std::string::npos) << m;
+  // The tokens split as written: honoured, the result a partial sum.
+  g.mutable_node(y.node).attrs.set("strategy", AttrValue::of_string("1,1;2,1;2,1"));
+  EXPECT_EQ(parallel::partition(g, mesh_of(2, 0)).decisions.back(),
+            "%3 scatter_add [strategy ((1, 1), (2, 1), (2, 1))]: ([R, R]+P{0}, [S0, R], [S0, R]) -> ([R, R]+P{0})");
+}
+
 // conv output split by batch reaching a training batch_norm: one all_to_all
 // moves the split to the channels; gamma/beta and the statistics are 1/N.
 TEST(NormPass, BatchSplitReachingTrainingBatchNormIsOneAllToAll) {

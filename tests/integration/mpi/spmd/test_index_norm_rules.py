@@ -240,3 +240,53 @@ def test_conv_group_norm_equals_single_process(how):
         assert f"groups={4 // n}" in graph_lines(text, "group_norm")[0], text
         assert net.gamma.asnumpy().shape == (8 // n,)
     assert not graph_lines(text, "all_to_all"), text
+
+
+class StrategicNorm(nn.Cell):
+    """conv (2 -> c channels) -> batch_norm called as a primitive with the
+    user's strategy -> flatten -> matmul."""
+
+    def __init__(self, strategy, c=4):
+        super().__init__()
+        self.wc = spora.Parameter(spora.Tensor(np.full((c, 2, 3, 3), 0.1, F32)), name="wc")
+        self.w = spora.Parameter(spora.Tensor(np.full((c * 36, 3), 0.1, F32)), name="w")
+        self.gamma = spora.Parameter(spora.Tensor(np.ones(c, F32)), name="gamma")
+        self.beta = spora.Parameter(spora.Tensor(np.zeros(c, F32)), name="beta")
+        self.rm = spora.Parameter(spora.Tensor(np.zeros(c, F32)), name="rm", requires_grad=False)
+        self.rv = spora.Parameter(spora.Tensor(np.ones(c, F32)), name="rv", requires_grad=False)
+        self.conv = ops.Primitive("conv2d", padding=[1, 1])
+        self.bn = ops.Primitive("batch_norm", nout=5, training=True).shard(strategy)
+        self.mm = ops.MatMul()
+        self.c = c
+
+    def construct(self, x):
+        h = self.bn(self.conv(x, self.wc), self.gamma, self.beta, self.rm, self.rv)[0]
+        return self.mm(h.reshape(x.shape[0], self.c * 36), self.w)
+
+
+def test_batch_norm_strategies_split_channels_and_refuse_a_batch_split():
+    """A strategy splitting batch_norm's channels is honoured; one splitting
+    its batch is refused (per-device statistics would differ from one
+    process's), naming the op, the line and the layouts; channels that do
+    not divide name the numbers."""
+    n = comm.get_group_size()
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=n)
+    data = conv_data()[:1]
+    net = StrategicNorm(((1, n, 1, 1), (n,), (n,), (n,), (n,)))
+    _, step = train(net, data, nn.CrossEntropyLoss())
+    assert f"batch_norm [strategy ((1, {n}, 1, 1), ({n},), ({n},), ({n},), ({n},))]: ([R, S0, R, R]" \
+        in _spmd.describe(step.last_plan)
+    assert net.gamma.asnumpy().shape == (4 // n,)
+
+    with pytest.raises(ValueError) as e:
+        train(StrategicNorm(((n, 1, 1, 1), (1,), (1,), (1,), (1,))), data, nn.CrossEntropyLoss())
+    msg = str(e.value)
+    assert f"[batch_norm] strategy (({n}, 1, 1, 1), (1,), (1,), (1,), (1,)) cannot be honoured" in msg, msg
+    assert "input 0 laid out [R, S0, R, R] instead of [S0, R, R, R]" in msg, msg
+    assert "test_index_norm_rules.py:" in msg, msg
+
+    with pytest.raises(ValueError) as e:  # 5 channels split over 2 or 4 ranks
+        train(StrategicNorm(((1, n, 1, 1), (n,), (n,), (n,), (n,)), c=5), data, nn.CrossEntropyLoss())
+    msg = str(e.value)
+    assert "[batch_norm] strategy" in msg and "size 5" in msg and f"{n} blocks" in msg, msg
+    assert "test_index_norm_rules.py:" in msg, msg
