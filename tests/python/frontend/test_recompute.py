@@ -5,6 +5,8 @@ after a few SGD/Adam steps), while the memory plan of the compiled step
 (planned arena bytes, spora_executable_memory) is lower; the marks reach
 the IR, the core copies the marked ops into the backward pass, and bad
 arguments are errors."""
+import re
+
 import numpy as np
 import pytest
 
@@ -168,3 +170,22 @@ def test_bad_arguments():
     with pytest.raises(TypeError, match="must be a bool"):
         ops.Tanh().recompute("yes")
     Block().recompute(mp_comm_recompute=True, parallel_optimizer_comm_recompute=False)
+
+
+def test_graph_marking_through_the_c_api():
+    """Graph.num_nodes / mark_recompute (spora_graph_num_nodes,
+    spora_graph_mark_recompute): the marks a traced Cell call leaves, and
+    their errors."""
+    from spora import _C
+    g = _C.Graph("g")
+    assert g.num_nodes() == 0
+    with pytest.raises(ValueError, match=r"node range \[0, 5\) is outside graph 'g' of 0 nodes"):
+        g.mark_recompute(0, 5, 2)
+    with pytest.raises(ValueError, match="mark -1 is negative"):
+        g.mark_recompute(0, 0, -1)
+    block = Block()
+    block.recompute()
+    f = spora.jit(lambda a: block(a))
+    f(spora.Tensor(np.ones((2, D), np.float32)))
+    regions = {int(m) for m in re.findall(r"recompute=(\d+)", f.last_graph.text())}
+    assert len(regions) == 1 and regions.pop() >= 2, "the block's ops carry one region number"
