@@ -8,7 +8,9 @@ scatter of this rank's tokens plus one all_reduce (no all_gather of token
 ids or updates), a batch split reaching a training batch_norm moves to the
 channels by one all_to_all (statistics of the whole batch, as in one
 process), group_norm keeps the batch split and splits channels by whole
-groups."""
+groups. auto_parallel (both search modes) plans with the new rules, and
+strategies batch_norm cannot honour are errors naming op, line and
+numbers."""
 import numpy as np
 import pytest
 
@@ -106,6 +108,28 @@ def test_lookup_gradient_is_a_local_scatter_and_one_all_reduce(kind):
     assert any(": f32[20,16]" in line for line in graph_lines(text, "all_reduce")), text
     gathers = graph_lines(text, "all_gather")
     assert all(line.split("#")[0].strip().endswith(": f32[8,5]") for line in gathers), gathers
+
+
+@pytest.mark.parametrize("search_mode", ["dynamic_programming", "sharding_propagation"])
+def test_auto_parallel_plans_the_embedding_gradient_split(search_mode):
+    """auto_parallel with no strategy (dynamic_programming) or with the ids'
+    batch split only (sharding_propagation): the plan splits the table
+    gradient's scatter_add (by tokens or by features, as the search finds
+    cheaper) and training equals one process."""
+    n = comm.get_group_size()
+    rng = np.random.default_rng(11)
+    data = [(rng.integers(0, 20, (8, 4)).astype(np.int32), rng.integers(0, 5, 8).astype(np.int32))
+            for _ in range(4)]
+    ref = Lookup("embedding")
+    ref_losses, _ = train(ref, data, nn.CrossEntropyLoss())
+    spora.set_auto_parallel_context(parallel_mode="auto_parallel", search_mode=search_mode, device_num=n)
+    net = Lookup("embedding")
+    if search_mode == "sharding_propagation":
+        net = net.shard(in_strategy=((n, 1),))
+    losses, step = train(net, data, nn.CrossEntropyLoss())
+    assert_same_training(ref, ref_losses, net, losses)
+    scatters = op_lines(_spmd.describe(step.last_plan), "scatter_add")
+    assert scatters and all("S0" in line for line in scatters), scatters
 
 
 class PickColumns(nn.Cell):
