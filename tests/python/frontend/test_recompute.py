@@ -126,6 +126,20 @@ def test_recomputed_transformer_layers_train_the_same_with_a_lower_planned_peak(
     assert marked[2] < plain[2], (plain[2], marked[2])
 
 
+def test_model_training_in_graph_mode_with_recomputed_blocks_equals_plain():
+    from spora.train import Model
+    spora.set_context(mode=spora.GRAPH_MODE)
+    x, y = _data((B, D))
+    weights = []
+    for recompute in (False, True):
+        nn.init.set_seed(7)
+        net = MLP(recompute)
+        Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.05, momentum=0.9)).train(1, [(x, y)] * 3)
+        weights.append([p.asnumpy() for p in net.trainable_params()])
+    for a, b in zip(*weights):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
 def test_a_recomputed_primitive_is_copied_and_recompute_false_keeps_it():
     w = spora.Parameter(spora.Tensor(np.linspace(-1, 1, 64, dtype=np.float32).reshape(8, 8)), name="w")
     x = spora.Tensor(np.linspace(0, 1, 32, dtype=np.float32).reshape(4, 8))
