@@ -150,6 +150,18 @@ def test_dropout_seeds_are_drawn_in_declaration_order_too():
     np.testing.assert_array_equal(net(x).asnumpy(), eager(x).asnumpy())
 
 
+def test_a_declared_padded_embedding_gets_its_zero_row_when_drawn():
+    nn.init.set_seed(8)
+    eager = nn.Embedding(10, 4, padding_idx=-1)
+    nn.init.set_seed(8)
+    with nn.utils.no_init_parameters():
+        emb = nn.Embedding(10, 4, padding_idx=-1)
+    assert emb.embedding_table.has_init
+    emb.init_parameters_data()
+    np.testing.assert_array_equal(emb.embedding_table.asnumpy(), eager.embedding_table.asnumpy())
+    assert not emb.embedding_table.asnumpy()[9].any()
+
+
 def test_init_data_one_by_one_in_declaration_order_equals_eager():
     nn.init.set_seed(2)
     a, b = nn.Dense(4, 3), nn.Dense(3, 2)

@@ -8,7 +8,7 @@ from ...ops import raw
 from .. import _util
 from .. import init as _init
 from ..cell import Cell
-from ..init import HeUniform, Normal, Uniform, initializer
+from ..init import HeUniform, Initializer, Normal, Uniform, initializer
 from .activation import get_activation
 
 
@@ -159,6 +159,18 @@ class Dropout(Cell):
         return f"p={self.p}"
 
 
+class _ZeroRow(Initializer):
+    """`base`'s values with row `row` zero (a declared padded Embedding)."""
+
+    def __init__(self, base, row):
+        self.base, self.row = base, row
+
+    def __call__(self, shape):
+        v = np.array(self.base(shape)) if isinstance(self.base, Initializer) else np.full(shape, float(self.base))
+        v[self.row] = 0
+        return v
+
+
 class Embedding(Cell):
     """Lookup table: ids (any int shape) -> ids.shape + (embedding_size,).
 
@@ -177,9 +189,13 @@ class Embedding(Cell):
             if not -self.vocab_size <= padding_idx < self.vocab_size:
                 raise ValueError(f"[Embedding] padding_idx {padding_idx} out of range for vocab_size {vocab_size}")
             self.padding_idx = padding_idx % self.vocab_size
-            t = table.asnumpy()
-            t[self.padding_idx] = 0
-            table = Tensor(t)
+            if table._meta:  # declared (no_init_parameters): the row is zeroed when drawn
+                table = Tensor(shape=table.shape, dtype=table.dtype,
+                               init=_ZeroRow(table._lazy_init[0], self.padding_idx))
+            else:
+                t = table.asnumpy()
+                t[self.padding_idx] = 0
+                table = Tensor(t)
             mask = np.ones((self.vocab_size, 1), np.float32)
             mask[self.padding_idx] = 0
             self._row_mask = Tensor(mask.astype(_util.np_dtype(table.dtype)))
