@@ -427,6 +427,31 @@ SPORA_API spora_status_t spora_graph_num_nodes(const spora_graph_t* graph, int64
 SPORA_API spora_status_t spora_graph_mark_recompute(spora_graph_t* graph, int64_t first, int64_t end, int64_t mark,
                                                     int64_t* marked);
 
+/* Pipeline parallelism (docs/parallel.md, "Pipeline parallelism"): stage
+ * `stage` of `stages` of `graph`, a traced forward step whose one output is
+ * a scalar float loss (one micro-batch). `marks` holds num_marks triples
+ * (first, end, stage): op nodes with ids in [first, end) run in that stage,
+ * earlier triples winning; an unmarked op runs in the latest stage it reads
+ * (0 if none). Values cross only to the next stage (a value read stages
+ * later is relayed through the ones between). Writes the stage's forward
+ * graph -- inputs: the graph's inputs it reads, then the values received
+ * from the previous stage; weights: its own; outputs: the values sent to the
+ * next stage, or for the last stage the loss -- and its backward graph --
+ * inputs: the forward's, then one cotangent per float value sent; weights:
+ * the same; outputs: for the last stage the loss first, then the gradients
+ * of the float values received, then of the weights. The backward graph
+ * computes the stage's forward again from its inputs (GPipe's
+ * re-materialisation), so a micro-batch in flight keeps only its inputs.
+ * `*report` (may be NULL; owned by *forward) is JSON: {"stage", "stages",
+ * "data_inputs": [indices into graph's inputs], "recv" and "send": [{"dtype",
+ * "shape", "differentiable"}], "weights": [names], "ops": count}. Errors
+ * (SPORA_ERROR_INVALID_ARGUMENT) name the op, its line and the stages: a
+ * stage reading a later stage's value, a stage without ops, a weight read in
+ * two stages, a loss that is not one scalar. */
+SPORA_API spora_status_t spora_graph_pipeline_stage(const spora_graph_t* graph, int32_t stages, int32_t stage,
+                                                    const int64_t* marks, size_t num_marks, spora_graph_t** forward,
+                                                    spora_graph_t** backward, const char** report);
+
 /* SPMD partitioning (semi-automatic parallelism, docs/parallel.md): rewrites
  * `graph` in place into what one rank of a device mesh runs, inserting the
  * collectives (all_gather, reduce_scatter, all_reduce) and local slices that

@@ -32,10 +32,13 @@ _SEARCH_MODES = (DYNAMIC_PROGRAMMING, SHARDING_PROPAGATION)
 # Keys of device_spec and topology (docs/parallel.md, "Cost model").
 _DEVICE_KEYS = ("peak_flops", "mem_bandwidth", "memory_bytes")
 _TOPOLOGY_KEYS = ("devices_per_node", "intra_bandwidth", "intra_latency", "inter_bandwidth", "inter_latency")
+# Pipeline schedules (docs/parallel.md, "Pipeline parallelism").
+_SCHEDULERS = ("1f1b", "gpipe")
 
 _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": None, "global_rank": None,
              "mesh_shape": None, "axis_names": None, "search_mode": DYNAMIC_PROGRAMMING, "device_spec": None,
-             "topology": None, "memory_limit": None}
+             "topology": None, "memory_limit": None, "pipeline_stages": 1, "pipeline_scheduler": "1f1b",
+             "pipeline_config": None}
 _state = dict(_DEFAULTS)
 
 
@@ -57,6 +60,21 @@ def check_option(k, v):
         raise ValueError(f"[parallel] parallel_mode {v!r} is not supported; supported: {', '.join(_MODES)}")
     if k == "search_mode" and v not in _SEARCH_MODES:
         raise ValueError(f"[parallel] search_mode {v!r} is not supported; supported: {', '.join(_SEARCH_MODES)}")
+    if k == "pipeline_stages" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ValueError(f"[parallel] pipeline_stages must be an int >= 1, got {v!r}")
+    if k == "pipeline_scheduler" and v not in _SCHEDULERS:
+        raise ValueError(f"[parallel] pipeline_scheduler {v!r} is not supported; supported: {', '.join(_SCHEDULERS)}"
+                         + (" (interleaved 1F1B is not implemented: use '1f1b')" if "interleav" in str(v) else ""))
+    if k == "pipeline_config" and v is not None:
+        bad = [x for x in v if x not in ("pipeline_scheduler", "pipeline_interleave")]
+        if bad:
+            raise ValueError(f"[parallel] pipeline_config has unknown keys {bad}; known: pipeline_scheduler, "
+                             "pipeline_interleave")
+        if v.get("pipeline_interleave"):
+            raise ValueError("[parallel] pipeline_interleave=True (interleaved 1F1B) is not implemented; "
+                             "use pipeline_scheduler '1f1b' or 'gpipe'")
+        if "pipeline_scheduler" in v:
+            check_option("pipeline_scheduler", v["pipeline_scheduler"])
     for key, known in (("device_spec", _DEVICE_KEYS), ("topology", _TOPOLOGY_KEYS)):
         if k == key and v is not None:
             bad = [x for x in v if x not in known]
@@ -88,6 +106,30 @@ def data_parallel():
         if want is not None and int(want) != have:
             raise ValueError(f"[parallel] {key}={want} but the communicator says {have}")
     return True
+
+
+def pipeline_stages():
+    """How many pipeline stages (1: no pipeline)."""
+    return int(_state["pipeline_stages"])
+
+
+class alone:
+    """with _parallel.alone(): what is compiled inside is this rank's alone
+    (a pipeline stage's optimizer update): not partitioned, whatever the
+    parallel_mode."""
+
+    def __enter__(self):
+        self._mode = _state["parallel_mode"]
+        _state["parallel_mode"] = STAND_ALONE
+
+    def __exit__(self, *exc):
+        _state["parallel_mode"] = self._mode
+
+
+def pipeline_scheduler():
+    """"1f1b" or "gpipe" (pipeline_config's pipeline_scheduler wins)."""
+    cfg = _state["pipeline_config"] or {}
+    return cfg.get("pipeline_scheduler", _state["pipeline_scheduler"])
 
 
 def semi_auto():

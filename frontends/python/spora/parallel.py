@@ -84,3 +84,13 @@ def _step_function(step):
         raise TypeError(f"[parallel] plan: step must be a function, a spora.jit function, a Cell or a Model, got "
                         f"{type(step).__name__}")
     return step
+
+
+def pipeline_train_step(pipeline_cell, optimizer):
+    """The training step of an nn.PipelineCell under pipeline_stages > 1
+    (what Model.train uses): step(*inputs) runs this rank's stage over the
+    micro-batches in the pipeline_scheduler's order ("1f1b" or "gpipe"),
+    updates this stage's Parameters and returns the batch's loss on every
+    rank. docs/parallel.md, "Pipeline parallelism"."""
+    from ._pipeline import PipelineTrainStep
+    return PipelineTrainStep(pipeline_cell, optimizer)

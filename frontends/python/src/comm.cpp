@@ -119,6 +119,16 @@ void bind_comm(nb::module_& m) {
              spora_tensor_t* t = concrete(x, "tensor");
              call([&] { return spora_comm_broadcast(live(c).c, t, root); });
            })
+      .def("send",
+           [](PyComm& c, nb::handle x, int32_t peer) {
+             spora_tensor_t* t = concrete(x, "tensor");
+             call([&] { return spora_comm_send(live(c).c, t, peer); });
+           })
+      .def("recv",
+           [](PyComm& c, nb::handle out, int32_t peer) {
+             spora_tensor_t* t = concrete(out, "output");
+             call([&] { return spora_comm_recv(live(c).c, t, peer); });
+           })
       .def("barrier", [](PyComm& c) { call([&] { return spora_comm_barrier(live(c).c); }); });
 }
 

@@ -165,6 +165,20 @@ void bind_graph(nb::module_& m) {
              check(spora_graph_partition(g.g(), options.c_str(), &report), false);
              return std::string(report);
            })
+      .def(
+          "pipeline_stage",
+          [](PyGraph& g, int32_t stages, int32_t stage, const std::vector<int64_t>& marks) {
+            if (marks.size() % 3 != 0) raise_type_error("[graph] pipeline_stage: marks are (first, end, stage) triples");
+            spora_graph_t *f = nullptr, *b = nullptr;
+            const char* report = nullptr;
+            check(spora_graph_pipeline_stage(g.g(), stages, stage, marks.data(), marks.size() / 3, &f, &b, &report),
+                  false);
+            PyGraph fg{std::make_shared<GraphBox>(f)}, bg{std::make_shared<GraphBox>(b)};
+            return nb::make_tuple(fg, bg, std::string(report));
+          },
+          nb::arg("stages"), nb::arg("stage"), nb::arg("marks"),
+          "(forward, backward, report JSON) of one pipeline stage (spora_graph_pipeline_stage); marks: flat "
+          "(first, end, stage) triples.")
       .def("text",
            [](PyGraph& g) {
              const char* s = nullptr;

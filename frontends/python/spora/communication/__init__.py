@@ -18,7 +18,7 @@ from .._tensor import Tensor
 _world = None
 
 __all__ = ["init", "release", "is_initialized", "get_rank", "get_group_size", "get_local_rank", "all_reduce",
-           "all_gather", "broadcast", "barrier", "ReduceOp", "GlobalComm"]
+           "all_gather", "broadcast", "barrier", "send", "recv", "ReduceOp", "GlobalComm"]
 
 
 class ReduceOp:
@@ -150,3 +150,23 @@ def broadcast(x, root=0, group=None):
 
 def barrier(group=None):
     _comm(group).barrier()
+
+
+def send(x, dst, group=None):
+    """Sends x to rank `dst` of the group (PyTorch's dist.send; MindSpore's
+    ops.Send): returns once x may be reused; the peer must recv a tensor of
+    the same dtype and shape. Blocking, so two ranks that both send first
+    to each other wait for each other: order the calls (pipeline schedules
+    do)."""
+    x = _as_tensor(x, "send input")
+    _comm(group).send(x, int(dst))
+
+
+def recv(src, shape, dtype, group=None, device=None):
+    """Receives a tensor of `shape` and `dtype` sent by rank `src` of the
+    group (a new Tensor; PyTorch's dist.recv fills a given one, MindSpore's
+    ops.Receive takes shape and dtype like this)."""
+    from .. import ops
+    out = ops.zeros(tuple(shape), dtype=dtype, device=device)
+    _comm(group).recv(out, int(src))
+    return out

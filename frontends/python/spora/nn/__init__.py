@@ -20,6 +20,7 @@ from .cell import Cell, CellList, SequentialCell
 from .clip import ClipByGlobalNorm, global_norm
 from .distributed import DistributedGradReducer
 from .graph_cell import GraphCell
+from .pipeline import PipelineCell
 from .layer.activation import (GELU, LeakyReLU, LogSoftmax, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh,
                                get_activation)
 from .layer.basic import Dense, Dropout, Embedding, Flatten, Identity
@@ -32,7 +33,7 @@ from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSch
                     WarmupLR)
 
 __all__ = [
-    "init", "utils", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer",
+    "init", "utils", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer", "PipelineCell",
     "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
     "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",

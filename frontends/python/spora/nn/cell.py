@@ -263,7 +263,24 @@ class Cell:
                                    f"block of {p.shape} (semi_auto_parallel); run the cell compiled "
                                    "(set_context(mode=GRAPH_MODE) or inside spora.jit)")
 
+    @property
+    def pipeline_stage(self):
+        """The pipeline stage this cell's ops run in (MindSpore's
+        Cell.pipeline_stage; None: the stage of what they read). Used when
+        an nn.PipelineCell trains under pipeline_stages > 1."""
+        return self.__dict__.get("_pipeline_stage")
+
+    @pipeline_stage.setter
+    def pipeline_stage(self, stage):
+        if isinstance(stage, bool) or not isinstance(stage, int) or stage < 0:
+            raise ValueError(f"[Cell] pipeline_stage must be an int >= 0, got {stage!r}")
+        self.__dict__["_pipeline_stage"] = stage
+
     def __call__(self, *args, **kwargs):
+        if "_pipeline_stage" in self.__dict__ and _util.is_tracing():
+            from .. import _pipeline
+            if _pipeline.collecting():
+                return _pipeline.call_staged(self, args, kwargs)
         if "_recompute" in self.__dict__ and _util.is_tracing():
             from .._recompute import call_marked
             return call_marked(self, args, kwargs)

@@ -97,6 +97,9 @@ class Model:
 
     def _make_train_step(self, graph):
         net, opt = self.train_network, self.optimizer
+        if _parallel.pipeline_stages() > 1:  # each rank runs its stage (docs/parallel.md)
+            from .._pipeline import PipelineTrainStep
+            return PipelineTrainStep(net, opt)
         # Data parallel (spora.set_auto_parallel_context): gradients are
         # all-reduced across ranks before the update, inside the step graph.
         reducer = DistributedGradReducer(opt.parameters) if _parallel.data_parallel() else None

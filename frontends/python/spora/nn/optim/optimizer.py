@@ -176,11 +176,26 @@ class Optimizer(Cell):
         return raw.minimum(self.clip_norm / (norm + 1e-6), 1.0)
 
     def construct(self, grads):
+        return self._step(grads, False)
+
+    def update_subset(self, grads):
+        """One step for the parameters whose gradient is given; those whose
+        gradient is None keep their values and state (a pipeline stage owns
+        only its own parameters). global_step advances once. Not with
+        clip_norm (the norm would miss the others' gradients)."""
+        if self.clip_norm is not None:
+            raise ValueError(f"[{type(self).__name__}] update_subset cannot clip by the global norm: the "
+                             "parameters without a gradient here would be missing from it")
+        return self._step(grads, True)
+
+    def _step(self, grads, subset):
         grads = tuple(grads)
         if len(grads) != len(self.parameters):
             raise ValueError(f"[{type(self).__name__}] got {len(grads)} gradients for {len(self.parameters)} "
                              f"parameters{_util._C_location()}")
         for p, g in zip(self.parameters, grads):
+            if g is None and subset:
+                continue
             if g is None:
                 raise ValueError(f"[{type(self).__name__}] no gradient for parameter {p.name!r}")
             if tuple(g.shape) != tuple(p.shape):
@@ -196,7 +211,8 @@ class Optimizer(Cell):
             # then into chunks within the op's tensor limit.
             by_dtype = {}
             for i in range(offset, offset + n):
-                by_dtype.setdefault(self.parameters[i].dtype.name, []).append(i)
+                if grads[i] is not None:
+                    by_dtype.setdefault(self.parameters[i].dtype.name, []).append(i)
             offset += n
             for idx in by_dtype.values():
                 dtype = _scalar_dtype(self.parameters[idx[0]].dtype)
