@@ -117,6 +117,56 @@ TEST(Hpp, UnknownDeviceNamesTheBackendAndTheFix) {
 
 namespace {
 
+// Recomputation through the C ABI: blocks marked by node range while
+// building, differentiated and optimised (opt level 1 runs the recompute
+// pass): the same loss and gradients, a lower planned arena, and a JSON
+// round trip keeps the marks.
+TEST_P(HppTest, RecomputedBlocksGiveTheSameGradientsInLessPlannedMemory) {
+  auto d = dev();
+  constexpr int64_t kB = 64, kD = 32, kH = 128, kBlocks = 4;
+  auto build = [&](bool mark) {
+    spora::Graph g("blocks");
+    spora_value_t h = g.input("x", SPORA_DTYPE_F32, {kB, kD});
+    std::vector<spora_value_t> ws;
+    for (int k = 0; k < kBlocks; ++k) {
+      ws.push_back(g.weight(("w1_" + std::to_string(k)).c_str(), SPORA_DTYPE_F32, {kD, kH}));
+      ws.push_back(g.weight(("w2_" + std::to_string(k)).c_str(), SPORA_DTYPE_F32, {kH, kD}));
+      const int64_t first = g.num_nodes();
+      const auto a = g.op("gelu", {g.op("matmul", {h, ws[ws.size() - 2]})});
+      h = g.op("add", {h, g.op("matmul", {a, ws.back()})});
+      if (mark) EXPECT_EQ(g.mark_recompute(first, g.num_nodes(), 2 + k), 4);
+    }
+    g.set_outputs({g.op("sum", {g.op("mul", {h, h})})});
+    spora::Graph gg = g.grad(ws);
+    gg.optimize(1);
+    return gg;
+  };
+  std::vector<spora::Tensor> params;
+  params.push_back(spora::Tensor::from<float>(d, {kB, kD}, std::vector<float>(kB * kD, 0.5f)));
+  for (int k = 0; k < kBlocks; ++k) {
+    std::vector<float> w1(kD * kH), w2(kH * kD);
+    for (size_t i = 0; i < w1.size(); ++i) w1[i] = 0.01f * static_cast<float>((i * 7 + k) % 13) - 0.06f;
+    for (size_t i = 0; i < w2.size(); ++i) w2[i] = 0.01f * static_cast<float>((i * 5 + k) % 11) - 0.05f;
+    params.push_back(spora::Tensor::from<float>(d, {kD, kH}, w1));
+    params.push_back(spora::Tensor::from<float>(d, {kH, kD}, w2));
+  }
+  std::vector<const spora::Tensor*> ps;
+  for (const auto& t : params) ps.push_back(&t);
+  auto plain = build(false).compile(d);
+  spora::Graph marked = build(true);
+  EXPECT_NE(marked.text().find("recompute=0"), std::string::npos) << "the pass's copies";
+  auto rec = marked.compile(d);
+  const auto out0 = plain.run(ps, 1 + 2 * kBlocks), out1 = rec.run(ps, 1 + 2 * kBlocks);
+  for (size_t i = 0; i < out0.size(); ++i) EXPECT_EQ(out0[i].read<float>(), out1[i].read<float>()) << "output " << i;
+  // gelu's input and output, (kB, kH) f32 each, of every block but about one.
+  const uint64_t block_acts = 2 * kB * kH * 4;
+  EXPECT_LE(rec.memory().first + (kBlocks - 2) * block_acts, plain.memory().first)
+      << rec.memory().first << " vs " << plain.memory().first;
+  auto again = spora::Graph::from_json(marked.json()).compile(d);
+  EXPECT_EQ(again.memory().first, rec.memory().first);
+  EXPECT_THROW(marked.mark_recompute(0, marked.num_nodes() + 1, 2), spora::Error);
+}
+
 TEST_P(HppTest, GraphModeBuildsDifferentiatesAndRuns) {
   auto d = dev();
   spora::Graph g("quad");

@@ -369,6 +369,18 @@ class Graph {
   }
   void optimize(int32_t level = 1) { check(spora_graph_optimize(g_, level)); }
   void run_pass(const char* name) { check(spora_graph_run_pass(g_, name)); }
+  // Recomputation marks (spora_graph_mark_recompute): the op nodes with ids
+  // in [first, end) not marked yet get `mark`; returns how many.
+  int64_t num_nodes() const {
+    int64_t n = 0;
+    check(spora_graph_num_nodes(g_, &n));
+    return n;
+  }
+  int64_t mark_recompute(int64_t first, int64_t end, int64_t mark) {
+    int64_t n = 0;
+    check(spora_graph_mark_recompute(g_, first, end, mark, &n));
+    return n;
+  }
   // value_and_grad: outputs of this graph, then d(output `output`)/d(wrt...).
   Graph grad(const std::vector<spora_value_t>& wrt, size_t output = 0) const {
     spora_graph_t* g;
