@@ -242,9 +242,22 @@ static void test_graph(spora_device_t* dev) {
     OK(spora_graph_add_op(g, "sum", &m, 1, NULL, "model.c", 12, &y, 1, &n));
     OK(spora_graph_set_outputs(g, &y, 1));
   }
+  /* tanh and mul as one recomputed region (mul's output leaves it and is
+   * kept); the gradient of w reads tanh's output, computed again there. */
+  {
+    int64_t nodes = 0, marked = 0;
+    OK(spora_graph_num_nodes(g, &nodes));
+    EXPECT(nodes == 5, "nodes %lld", (long long)nodes);
+    OK(spora_graph_mark_recompute(g, 2, 4, 2, &marked));
+    EXPECT(marked == 2, "marked %lld", (long long)marked);
+    OK(spora_graph_mark_recompute(g, 5, 5, 3, NULL));
+    FAILS(spora_graph_mark_recompute(g, 0, 6, 2, NULL), SPORA_ERROR_INVALID_ARGUMENT, "outside graph");
+  }
   wrt[0] = w;
   OK(spora_graph_grad(g, wrt, 1, 0, &gg));
   OK(spora_graph_optimize(gg, 1));
+  OK(spora_graph_to_text(gg, &text));
+  EXPECT(strstr(text, "recompute=0") != NULL, "no recomputed copy of tanh: %s", text);
   OK(spora_graph_run_pass(gg, "dce"));
   FAILS(spora_graph_run_pass(gg, "no_such_pass"), SPORA_ERROR_INVALID_ARGUMENT, "mixed_precision");
   /* JSON round trip, then compile the reloaded graph. */
