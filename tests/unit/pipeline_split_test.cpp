@@ -51,8 +51,9 @@ std::vector<float> values(const Shape& s, unsigned seed, float scale) {
 }
 
 // Whole-graph loss and gradients of the weights, then each stage chained.
-void check_stages(const std::vector<int32_t>& layout, int32_t stages) {
+void check_stages(const std::vector<int32_t>& layout, int32_t stages, bool unmarked = false) {
   Net net(layout);
+  if (unmarked) net.marks.clear();
   Device* cpu = device("cpu");
   std::map<std::string, Tensor> data, weights;
   data.emplace("x", f32_tensor(cpu, S({kB, kD}), values(S({kB, kD}), 1, 1.0f)));
@@ -130,6 +131,26 @@ TEST(PipelineSplit, ThreeStagesRelayTheSkipValueThroughTheMiddle) {
   const parallel::PipelineStage last = parallel::pipeline_stage(net.g, 3, 2, net.marks);
   EXPECT_EQ(last.data_inputs, (std::vector<int32_t>{1}));  // the target only
   EXPECT_EQ(last.recv.size(), 2u);
+}
+
+// No marks: the cost model cuts the graph into contiguous runs; the loss's
+// elementwise ops weigh about as much as a layer at these sizes, so two
+// stages take layers 0-2 and layer 3 + the loss.
+TEST(PipelineSplit, WithoutMarksTheCostModelBalancesTheStages) {
+  check_stages({0, 0, 0, 0}, 2, true);
+  Net net({0, 0, 0, 0});
+  const parallel::PipelineStage a = parallel::pipeline_stage(net.g, 2, 0, {});
+  const parallel::PipelineStage b = parallel::pipeline_stage(net.g, 2, 1, {});
+  EXPECT_EQ(a.weights, (std::vector<std::string>{"w0", "w1", "w2"}));
+  EXPECT_EQ(b.weights, (std::vector<std::string>{"w3"}));
+  // The cut sits after a layer's relu (not inside one, where the matmul's
+  // output and the skip would cross as well as ... the same two values):
+  // the activation and the skip cross.
+  EXPECT_EQ(a.send.size(), 2u);
+  const std::vector<parallel::StageMark> m = parallel::balanced_marks(net.g, 4);
+  ASSERT_EQ(m.size(), 4u);
+  for (size_t j = 1; j < m.size(); ++j) EXPECT_EQ(m[j].first, m[j - 1].end);
+  check_stages({0, 0, 0, 0}, 4, true);
 }
 
 TEST(PipelineSplit, StageRulesAndErrors) {

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "autodiff/grad.h"
+#include "parallel/cost_model.h"
 #include "support/error.h"
 
 namespace spora::parallel {
@@ -38,8 +39,84 @@ std::map<std::pair<int32_t, int32_t>, int32_t> last_readers(const Graph& g, cons
 
 }  // namespace
 
-std::vector<int32_t> assign_stages(const Graph& g, int32_t stages, const std::vector<StageMark>& marks) {
+std::vector<StageMark> balanced_marks(const Graph& g, int32_t stages) {
   if (stages < 1) fail(Code::kInvalidArgument, "[pipeline] pipeline_stages must be >= 1, got {}", stages);
+  const size_t n = g.nodes().size();
+  // Each op's time on one device (the cost model's roofline), as prefix sums.
+  const CostModel model({1}, DeviceSpec{}, Topology{});
+  std::vector<double> before(n + 1, 0);  // before[i]: the time of ops with id < i
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.node(static_cast<int32_t>(id));
+    double t = 0;
+    if (node.kind == NodeKind::kApply) {
+      std::vector<TensorMeta> in;
+      for (Value v : node.inputs) in.push_back(g.meta(v));
+      t = model.op_time(*node.op, in, node.attrs, 1);
+    }
+    before[id + 1] = before[id] + t;
+  }
+  // Bytes live across a cut before node i: op outputs made before i and
+  // read at or after it (a difference array over (producer, last reader]).
+  std::vector<double> cross(n + 2, 0);
+  std::vector<int32_t> last(n, -1);
+  for (size_t id = 0; id < n; ++id)
+    for (Value v : g.node(static_cast<int32_t>(id)).inputs) last[static_cast<size_t>(v.node)] = static_cast<int32_t>(id);
+  for (Value v : g.outputs()) last[static_cast<size_t>(v.node)] = static_cast<int32_t>(n);
+  for (size_t id = 0; id < n; ++id) {
+    const Node& node = g.node(static_cast<int32_t>(id));
+    if (!is_op(node) || last[id] <= static_cast<int32_t>(id)) continue;
+    double bytes = 0;
+    for (const TensorMeta& m : node.outputs) bytes += static_cast<double>(m.shape.numel()) * dtype_size(m.dtype);
+    cross[id + 1] += bytes;
+    cross[static_cast<size_t>(last[id]) + 1] -= bytes;
+  }
+  for (size_t i = 1; i <= n + 1; ++i) cross[i] += cross[i - 1];
+  // A cut may not separate two readers of one weight.
+  std::vector<bool> allowed(n + 1, true);
+  for (int32_t w : g.weights()) {
+    int32_t lo = -1, hi = -1;
+    for (size_t id = 0; id < n; ++id)
+      for (Value v : g.node(static_cast<int32_t>(id)).inputs)
+        if (v.node == w) {
+          if (lo < 0) lo = static_cast<int32_t>(id);
+          hi = static_cast<int32_t>(id);
+        }
+    for (int32_t i = lo + 1; lo >= 0 && i <= hi; ++i) allowed[static_cast<size_t>(i)] = false;
+  }
+  // Cut j near total * j / stages: among the cuts within a tenth of a
+  // stage's time of the target, the one with the fewest bytes crossing
+  // (the activation sent per micro-batch); else the nearest allowed.
+  const double total = before[n], window = total / stages * 0.1;
+  std::vector<int64_t> cuts = {0};
+  for (int32_t j = 1; j < stages; ++j) {
+    const double target = total * j / stages;
+    int64_t best = -1, nearest = -1;
+    for (size_t i = static_cast<size_t>(cuts.back()) + 1; i < n; ++i) {
+      if (!allowed[i] || g.node(static_cast<int32_t>(i)).kind != NodeKind::kApply) continue;
+      if (nearest < 0 || std::abs(before[i] - target) < std::abs(before[static_cast<size_t>(nearest)] - target))
+        nearest = static_cast<int64_t>(i);
+      if (std::abs(before[i] - target) <= window &&
+          (best < 0 || cross[i] < cross[static_cast<size_t>(best)] * (1 - 1e-12)))
+        best = static_cast<int64_t>(i);
+    }
+    if (best < 0) best = nearest;
+    if (best < 0)
+      fail(Code::kInvalidArgument,
+           "[pipeline] cannot split the network into {} balanced stages: too few ops between weights shared by "
+           "several ops (give cells pipeline_stage instead)",
+           stages);
+    cuts.push_back(best);
+  }
+  cuts.push_back(static_cast<int64_t>(n));
+  std::vector<StageMark> marks;
+  for (int32_t j = 0; j < stages; ++j)
+    marks.push_back({cuts[static_cast<size_t>(j)], cuts[static_cast<size_t>(j) + 1], j});
+  return marks;
+}
+
+std::vector<int32_t> assign_stages(const Graph& g, int32_t stages, const std::vector<StageMark>& given) {
+  if (stages < 1) fail(Code::kInvalidArgument, "[pipeline] pipeline_stages must be >= 1, got {}", stages);
+  const std::vector<StageMark> marks = given.empty() && stages > 1 ? balanced_marks(g, stages) : given;
   const size_t n = g.nodes().size();
   std::vector<int32_t> marked(n, -1), stage(n, -1);
   for (const StageMark& m : marks) {

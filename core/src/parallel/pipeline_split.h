@@ -8,7 +8,10 @@
 // Stages. Each op node gets a stage from the marks (node-id ranges, earlier
 // marks winning: a Cell's call marks what it recorded, inner cells first);
 // an unmarked op takes the latest stage among the ops it reads (0 if none),
-// so the loss after the last marked cell runs in the last stage. Reading a
+// so the loss after the last marked cell runs in the last stage. With no
+// marks at all, balanced_marks cuts the graph (ids are a topological order)
+// into contiguous runs of about equal estimated time, each cut placed where
+// the fewest bytes cross it within a tenth of a stage of its target. Reading a
 // value of a later stage, a stage without ops, or a weight read by two
 // stages is an error naming the op, its line and the stages.
 //
@@ -58,8 +61,15 @@ struct PipelineStage {
 // its only output).
 PipelineStage pipeline_stage(const ir::Graph& g, int32_t stages, int32_t stage, const std::vector<StageMark>& marks);
 
+// Marks cutting g into `stages` contiguous runs of node ids of about equal
+// estimated time (the cost model's roofline on one default device), each
+// cut at the fewest bytes crossing within 10% of a stage's time of its
+// target, never between two readers of one weight.
+std::vector<StageMark> balanced_marks(const ir::Graph& g, int32_t stages);
+
 // Every apply node's stage (-1 for inputs, weights and constants), checked
-// as above; what pipeline_stage cuts by.
+// as above (no marks and stages > 1: balanced_marks); what pipeline_stage
+// cuts by.
 std::vector<int32_t> assign_stages(const ir::Graph& g, int32_t stages, const std::vector<StageMark>& marks);
 
 }  // namespace spora::parallel

@@ -106,6 +106,7 @@ class PipelineTrainStep:
         self.stage = self.rank
         self._comm = comm
         self._built = None
+        self.report = None  # after the first step: the core's report of this rank's stage
         self.stats = {}
 
     # -- compile -----------------------------------------------------------------
@@ -142,6 +143,7 @@ class PipelineTrainStep:
             if id(p) not in index:
                 raise ValueError(f"[pipeline] Parameter {p.name!r} of stage {self.stage} is not among the "
                                  "optimizer's parameters")
+        self.report = report
         self._built = {
             "fwd": fwd.compile(device), "bwd": bwd.compile(device), "report": report, "params": params,
             "slots": [index[id(p)] for p in params],

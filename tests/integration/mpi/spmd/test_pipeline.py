@@ -191,3 +191,19 @@ def test_pipeline_errors_name_the_fix():
     x = spora.Tensor(np.zeros((8, 12), np.float32))
     with pytest.raises(ValueError, match=f"pipeline stage 1 of {n} has no ops"):
         step(x, x)
+
+
+def test_unmarked_network_is_cut_by_the_cost_model():
+    """No pipeline_stage anywhere: the core cuts the traced network into
+    stages of about equal estimated time; training still equals one process."""
+    n = comm.get_group_size()
+    batches = data(2)
+    ref_losses, _ = train_one_process(batches, 2 * n)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", pipeline_stages=n)
+    net = Transformer(2 * n, B_MICRO, S, D, H)
+    opt = nn.Adam(net.trainable_params(), learning_rate=0.01)
+    step = spora.parallel.pipeline_train_step(nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), MICRO), opt)
+    losses = [float(step(spora.Tensor(x), spora.Tensor(y)).asnumpy()) for x, y in batches]
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    ops_per_stage = comm.all_gather(spora.Tensor(np.array([step.report["ops"]], np.int64))).asnumpy().ravel()
+    assert ops_per_stage.min() > 0 and ops_per_stage.max() <= 2 * ops_per_stage.min(), ops_per_stage
