@@ -22,6 +22,7 @@ the next stage sends and receives them in (a forward's input, then a
 backward's output).
 """
 import json
+import time
 
 import numpy as np
 
@@ -75,8 +76,11 @@ def bubble_fraction(stages, micro):
 class PipelineTrainStep:
     """step(*inputs) -> the batch's loss (every rank gets it): one training
     step of a PipelineCell under pipeline_stages > 1, this rank running its
-    stage. `stats` after a step: peak bytes of stashed stage inputs and the
-    number of micro-batches in flight at once."""
+    stage. `stats` after a step: peak bytes of stashed stage inputs, the
+    number of micro-batches in flight at once, the process CPU seconds spent
+    in the stage's own graphs (compute_s: not inflated when ranks share
+    cores; on an asynchronous device it counts launches, not kernels) and
+    the whole step's wall time (step_s)."""
 
     def __init__(self, pipeline_cell, optimizer):
         from . import communication as comm
@@ -173,13 +177,17 @@ class PipelineTrainStep:
         ops = schedule(self.scheduler, k, self.stages, self.micro)
         stash, early, grads, losses = {}, {}, None, []
         in_flight = peak_bytes = 0
+        busy = 0.0  # CPU seconds in this stage's own graphs (the rest: waiting on neighbours, sends, the update)
+        t_step = time.perf_counter()
         for pos, (kind, i) in enumerate(ops):
             if kind == "F":
                 ins = [micro[i][j] for j in b["data"]] + ([] if first else self._recv(b["recv"], k - 1))
                 stash[i] = ins
                 in_flight = max(in_flight, len(stash))
                 peak_bytes = max(peak_bytes, sum(_nbytes(t) for s in stash.values() for t in s))
+                t0 = time.process_time()
                 outs = b["fwd"].run(ins + weights)
+                busy += time.process_time() - t0
                 if last:
                     losses.append(outs[0])
                     continue
@@ -190,7 +198,9 @@ class PipelineTrainStep:
                     self._comm.send(t, k + 1)
             else:
                 cot = [] if last else (early.pop(i) if i in early else self._recv(b["send"], k + 1, only_grad=True))
+                t0 = time.process_time()
                 outs = b["bwd"].run(stash.pop(i) + cot + weights)
+                busy += time.process_time() - t0
                 o = 1 if last else 0
                 if not first:
                     for t in outs[o:o + n_dx]:
@@ -203,7 +213,8 @@ class PipelineTrainStep:
             full[slot] = g * scale if self.micro > 1 else g
         with _parallel.alone():
             b["update"](tuple(full))
-        self.stats = {"micro_batches_in_flight": in_flight, "stashed_input_bytes": peak_bytes}
+        self.stats = {"micro_batches_in_flight": in_flight, "stashed_input_bytes": peak_bytes,
+                      "compute_s": busy, "step_s": time.perf_counter() - t_step}
         loss = Tensor(np.array(sum(float(x.asnumpy()) for x in losses) / self.micro, np.float32)) if last else \
             Tensor(np.zeros((), np.float32))
         return self._comm.broadcast(loss, root=self.stages - 1)
