@@ -20,6 +20,15 @@ search (a cost model of compute, memory and communication; device_spec,
 topology and memory_limit describe the machine); "sharding_propagation"
 propagates layouts from the ops the user annotated (the rest follow by
 their sharding rules). spora.parallel.describe_plan(net) prints the plan.
+
+enable_parallel_optimizer=True (data_parallel; docs/parallel.md,
+"Optimizer-state sharding (ZeRO)"): each rank keeps and updates the
+optimizer state of its row block of every parameter whose first dim divides
+by the number of ranks, then all-gathers the parameters (spora._zero).
+parallel_optimizer_config: {"optimizer_level": "level1" (state only,
+default) or "level2" (gradients reduce-scattered too),
+"parallel_optimizer_threshold": KB below which a parameter stays
+replicated (default 64, MindSpore's)}.
 """
 STAND_ALONE = "stand_alone"
 DATA_PARALLEL = "data_parallel"
@@ -34,11 +43,14 @@ _DEVICE_KEYS = ("peak_flops", "mem_bandwidth", "memory_bytes")
 _TOPOLOGY_KEYS = ("devices_per_node", "intra_bandwidth", "intra_latency", "inter_bandwidth", "inter_latency")
 # Pipeline schedules (docs/parallel.md, "Pipeline parallelism").
 _SCHEDULERS = ("1f1b", "gpipe")
+# parallel_optimizer_config keys (spora._zero).
+_OPTIMIZER_LEVELS = ("level1", "level2")
+_OPTIMIZER_CONFIG_KEYS = ("optimizer_level", "parallel_optimizer_threshold")
 
 _DEFAULTS = {"parallel_mode": STAND_ALONE, "gradients_mean": False, "device_num": None, "global_rank": None,
              "mesh_shape": None, "axis_names": None, "search_mode": DYNAMIC_PROGRAMMING, "device_spec": None,
              "topology": None, "memory_limit": None, "pipeline_stages": 1, "pipeline_scheduler": "1f1b",
-             "pipeline_config": None}
+             "pipeline_config": None, "enable_parallel_optimizer": False, "parallel_optimizer_config": None}
 _state = dict(_DEFAULTS)
 
 
@@ -75,11 +87,32 @@ def check_option(k, v):
                              "use pipeline_scheduler '1f1b' or 'gpipe'")
         if "pipeline_scheduler" in v:
             check_option("pipeline_scheduler", v["pipeline_scheduler"])
+    if k == "enable_parallel_optimizer" and not isinstance(v, bool):
+        raise ValueError(f"[parallel] enable_parallel_optimizer must be True or False, got {v!r}")
+    if k == "parallel_optimizer_config" and v is not None:
+        _check_optimizer_config(v)
     for key, known in (("device_spec", _DEVICE_KEYS), ("topology", _TOPOLOGY_KEYS)):
         if k == key and v is not None:
             bad = [x for x in v if x not in known]
             if bad:
                 raise ValueError(f"[parallel] {key} has unknown keys {bad}; known: {', '.join(known)}")
+
+
+def _check_optimizer_config(v):
+    if not isinstance(v, dict):
+        raise ValueError(f"[parallel] parallel_optimizer_config must be a dict, got {type(v).__name__}")
+    bad = [x for x in v if x not in _OPTIMIZER_CONFIG_KEYS]
+    if bad:
+        raise ValueError(f"[parallel] parallel_optimizer_config has unknown keys {bad}; known: "
+                         f"{', '.join(_OPTIMIZER_CONFIG_KEYS)}")
+    level = v.get("optimizer_level", "level1")
+    if level not in _OPTIMIZER_LEVELS:
+        raise ValueError(f"[parallel] optimizer_level {level!r} is not supported; supported: "
+                         f"{', '.join(_OPTIMIZER_LEVELS)}" + (" (level3, sharding the weights too, is not "
+                                                              "implemented)" if level == "level3" else ""))
+    t = v.get("parallel_optimizer_threshold", 64)
+    if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
+        raise ValueError(f"[parallel] parallel_optimizer_threshold must be a number of KB >= 0, got {t!r}")
 
 
 def get_auto_parallel_context(key):

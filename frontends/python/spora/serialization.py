@@ -27,9 +27,12 @@ def _path(file, what):
 
 
 def _whole(p):
-    """A Parameter split by semi_auto_parallel as its whole value (gathered:
-    collective, every rank saves), else p itself."""
-    from . import _spmd
+    """A Parameter split by semi_auto_parallel, or an optimizer-state shard,
+    as its whole value (gathered: collective, every rank saves), else p
+    itself."""
+    from . import _spmd, _zero
+    if _zero.info(p) is not None:  # an optimizer-state shard (enable_parallel_optimizer)
+        return Tensor(_zero.gather(p), p.dtype)
     if _spmd.info(p) is None:
         return p
     return Tensor(_spmd.gather(p), p.dtype)
@@ -154,6 +157,7 @@ def load_param_into_net(net, parameter_dict, strict_load=True):
     is an error too. Returns (net params not loaded, dict names not used) --
     both empty under strict_load.
     """
+    from . import _zero
     from .nn.cell import Cell
     if not isinstance(net, Cell):
         raise TypeError(f"[load_param_into_net] net must be an nn.Cell, got {type(net).__name__}")
@@ -174,12 +178,13 @@ def load_param_into_net(net, parameter_dict, strict_load=True):
         v = parameter_dict[name]
         if not isinstance(v, Tensor):
             v = Tensor(np.asarray(v))
-        if tuple(v.shape) != tuple(p.shape):
-            problems.append(f"{name}: checkpoint shape {tuple(v.shape)}, network shape {tuple(p.shape)}")
+        shape = _zero.whole_shape(p)  # an optimizer-state shard loads from its whole value
+        if tuple(v.shape) != shape:
+            problems.append(f"{name}: checkpoint shape {tuple(v.shape)}, network shape {shape}")
         elif v.dtype != p.dtype:
             problems.append(f"{name}: checkpoint dtype {v.dtype.name}, network dtype {p.dtype.name}")
         else:
-            plan.append((p, v))
+            plan.append((p, _zero.local_block(p, v)))
     if problems:
         raise CheckpointError("[load_param_into_net] the checkpoint does not fit the network; nothing was "
                               "loaded:\n  " + "\n  ".join(problems))

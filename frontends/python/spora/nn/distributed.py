@@ -22,12 +22,26 @@ class DistributedGradReducer:
     Gradients are reduced in buckets: consecutive gradients of one dtype,
     up to bucket_bytes (and 64 tensors, the most one concat takes), are
     flattened into one buffer and reduced by one collective, because each
-    collective pays a latency of tens of microseconds however small."""
+    collective pays a latency of tens of microseconds however small.
+
+    scatter: an optimizer built under enable_parallel_optimizer (at
+    optimizer_level "level2": the gradients of the parameters it shards), or
+    flags, one per gradient: those gradients are reduce-scattered along dim
+    0 instead, and this rank gets only its row block of the reduced
+    gradient (what the sharded optimizer updates)."""
 
     _MAX_BUCKET_TENSORS = 64
 
-    def __init__(self, parameters, mean=None, group=None, bucket_bytes=32 << 20):
+    def __init__(self, parameters, mean=None, group=None, bucket_bytes=32 << 20, scatter=None):
         self.parameters = tuple(parameters)
+        from .optim.optimizer import Optimizer
+        if isinstance(scatter, Optimizer):
+            from .. import _zero
+            scatter = _zero.scatter_positions(scatter)
+        if scatter is not None and len(scatter) != len(self.parameters):
+            raise ValueError(f"[DistributedGradReducer] scatter has {len(scatter)} flags for "
+                             f"{len(self.parameters)} parameters")
+        self.scatter = tuple(bool(s) for s in scatter) if scatter is not None else None
         if mean is None:
             from .._parallel import get_auto_parallel_context
             mean = bool(get_auto_parallel_context("gradients_mean"))
@@ -62,6 +76,11 @@ class DistributedGradReducer:
             return grads
         op = comm.ReduceOp.MEAN if self.mean else comm.ReduceOp.SUM
         out = list(grads)
+        if self.scatter is not None:  # optimizer-state sharding, level2 (spora._zero)
+            from .. import _zero
+            out = _zero.reduce_scatter_grads(grads, [i for i, s in enumerate(self.scatter) if s],
+                                             comm.get_group_size(self.group), op, self.bucket_bytes)
+            grads = tuple(None if s else g for g, s in zip(grads, self.scatter))
         for idx in self._buckets(grads):
             if len(idx) == 1:
                 out[idx[0]] = comm.all_reduce(grads[idx[0]], op, self.group)

@@ -13,7 +13,7 @@ import time
 
 import numpy as np
 
-from .. import Tensor, _parallel, value_and_grad
+from .. import Tensor, _parallel, _zero, value_and_grad
 from ..nn import _util
 from ..nn.cell import Cell
 from ..nn.distributed import DistributedGradReducer
@@ -102,8 +102,14 @@ class Model:
             return PipelineTrainStep(net, opt)
         # Data parallel (spora.set_auto_parallel_context): gradients are
         # all-reduced across ranks before the update, inside the step graph.
-        reducer = DistributedGradReducer(opt.parameters) if _parallel.data_parallel() else None
+        # With enable_parallel_optimizer at level2, the sharded parameters'
+        # gradients are reduce-scattered instead (spora._zero).
+        scatter = _zero.scatter_positions(opt)
+        reducer = DistributedGradReducer(opt.parameters, scatter=scatter) if _parallel.data_parallel() else None
         if self.loss_scale_manager is not None:
+            if scatter is not None:
+                raise ValueError("[Model] optimizer_level 'level2' with a loss scale manager is not implemented: "
+                                 "the overflow check needs whole gradients; use optimizer_level 'level1'")
             from ..amp import TrainOneStepWithLossScale
             return TrainOneStepWithLossScale(net, opt, self.loss_scale_manager, grad_reducer=reducer)
         grad_fn = value_and_grad(net, grad_position=None, weights=opt.parameters)

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ... import Parameter, Tensor, float32, float64
+from ... import Parameter, Tensor, _zero, float32, float64
 from ...ops import raw
 from .. import _util
 from ..cell import Cell
@@ -27,6 +27,19 @@ def _scalar_dtype(param_dtype):
 
 def _state_dtype(param_dtype):
     return np.float32 if param_dtype.name in ("float16", "bfloat16") else _util.np_dtype(param_dtype)
+
+
+def _global_norm(grads):
+    """The L2 norm of all of grads (global_norm in chunks within the op's limit)."""
+    norms = []
+    for lo in range(0, len(grads), _MAX_OP_INPUTS):
+        norms.append(raw.global_norm(*grads[lo:lo + _MAX_OP_INPUTS]))
+    if len(norms) == 1:
+        return norms[0]
+    total = norms[0] * norms[0]
+    for n in norms[1:]:
+        total = total + n * n
+    return raw.sqrt(total)
 
 
 class _Group:
@@ -64,14 +77,22 @@ class Optimizer(Cell):
         object.__setattr__(self, "parameters", tuple(p for g in groups for p in g.params))
         self.global_step = Parameter(Tensor(np.array(0, np.float32)), name="global_step", requires_grad=False)
         self._states = {}  # state name -> list of Parameters, aligned with self.parameters
+        # enable_parallel_optimizer: this rank's blocks of the state (spora._zero)
+        object.__setattr__(self, "_zero", _zero.sharding_for(self, self.parameters))
         for k, name in enumerate(self._state_names):
             self._states[name] = []
             for i, p in enumerate(self.parameters):
                 # A Parameter declared without data (no_init_parameters)
                 # gets its state declared too: zeros once init_data() runs.
-                value = Tensor(shape=p.shape, dtype=_state_dtype(p.dtype), init="zeros") if p._meta else \
-                    Tensor(np.zeros(p.shape, _state_dtype(p.dtype)))
+                if self._zero is not None:
+                    value = _zero.state_value(self._zero, i, _state_dtype(p.dtype))
+                elif p._meta:
+                    value = Tensor(shape=p.shape, dtype=_state_dtype(p.dtype), init="zeros")
+                else:
+                    value = Tensor(np.zeros(p.shape, _state_dtype(p.dtype)))
                 s = Parameter(value, name=f"{name}.{p.name}", requires_grad=False)
+                if self._zero is not None:
+                    _zero.tag_state(self._zero, i, s)
                 self.insert_param_to_cell(f"_{name}_{i}", s)
                 self._states[name].append(s)
         self._lr_params()
@@ -163,16 +184,7 @@ class Optimizer(Cell):
         """min(1, clip_norm / (norm + 1e-6)) over all gradients (chunked global_norm)."""
         if self.clip_norm is None:
             return None
-        norms = []
-        for lo in range(0, len(grads), _MAX_OP_INPUTS):
-            norms.append(raw.global_norm(*grads[lo:lo + _MAX_OP_INPUTS]))
-        if len(norms) == 1:
-            norm = norms[0]
-        else:
-            total = norms[0] * norms[0]
-            for n in norms[1:]:
-                total = total + n * n
-            norm = raw.sqrt(total)
+        norm = _global_norm(grads) if self._zero is None else self._zero.global_norm(grads, _global_norm)
         return raw.minimum(self.clip_norm / (norm + 1e-6), 1.0)
 
     def construct(self, grads):
@@ -186,6 +198,9 @@ class Optimizer(Cell):
         if self.clip_norm is not None:
             raise ValueError(f"[{type(self).__name__}] update_subset cannot clip by the global norm: the "
                              "parameters without a gradient here would be missing from it")
+        if self._zero is not None:
+            raise ValueError(f"[{type(self).__name__}] update_subset is not implemented with "
+                             "enable_parallel_optimizer")
         return self._step(grads, True)
 
     def _step(self, grads, subset):
@@ -198,9 +213,15 @@ class Optimizer(Cell):
                 continue
             if g is None:
                 raise ValueError(f"[{type(self).__name__}] no gradient for parameter {p.name!r}")
-            if tuple(g.shape) != tuple(p.shape):
+            if tuple(g.shape) != tuple(p.shape) and self._zero is None:
                 raise ValueError(f"[{type(self).__name__}] gradient of {p.name!r} has shape {tuple(g.shape)}, "
                                  f"the parameter {tuple(p.shape)}{_util._C_location()}")
+        params = self.parameters
+        if self._zero is not None:  # this rank's blocks of the sharded parameters (spora._zero)
+            grads = tuple(self._zero.local_grads(params, grads, type(self).__name__))
+            params = tuple(self._zero.block(p, i) if s else p for i, (p, s) in enumerate(zip(params,
+                                                                                           self._zero.sharded)))
+            object.__setattr__(self, "_new_blocks", {})
         step_before = self.global_step
         step = step_before + 1.0
         scale = self._grad_scale(grads)
@@ -220,8 +241,11 @@ class Optimizer(Cell):
                 gs = self._scalar(1.0 if scale is None else scale, dtype)
                 for lo in range(0, len(idx), self._chunk):
                     chunk = idx[lo:lo + self._chunk]
-                    self._update(g, lr, step, gs, [self.parameters[i] for i in chunk], [grads[i] for i in chunk],
+                    object.__setattr__(self, "_chunk_pos", chunk)
+                    self._update(g, lr, step, gs, [params[i] for i in chunk], [grads[i] for i in chunk],
                                  {k: [v[i] for i in chunk] for k, v in self._states.items()})
+        if self._zero is not None:
+            self._zero.gather_params(self.parameters, self._new_blocks)
         self.global_step.assign_value(step)
         return True
 
@@ -232,7 +256,10 @@ class Optimizer(Cell):
         """Assigns the op's outputs: new params, then each state role."""
         n = len(params)
         for i, p in enumerate(params):
-            p.assign_value(outs[i])
+            if isinstance(p, Parameter):
+                p.assign_value(outs[i])
+            else:  # a block of a sharded parameter: all-gathered after the step
+                self._new_blocks[self._chunk_pos[i]] = outs[i]
         for k, name in enumerate(self._state_names):
             for i, s in enumerate(states[name]):
                 s.assign_value(outs[(k + 1) * n + i])
