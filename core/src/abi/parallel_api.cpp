@@ -32,14 +32,14 @@ Options parse_options(const char* text) {
   }
   if (!j.is_object()) fail(Code::kInvalidArgument, "[spora_graph_partition] options must be a JSON object");
   static const char* known[] = {"mesh", "axis_names", "rank", "groups", "semi_auto", "ties",
-                                "search", "device", "topology", "memory_limit"};
+                                "search", "device", "topology", "memory_limit", "weights"};
   for (auto it = j.begin(); it != j.end(); ++it) {
     bool ok = false;
     for (const char* k : known) ok = ok || it.key() == k;
     if (!ok)
       fail(Code::kInvalidArgument,
            "[spora_graph_partition] unknown option '{}' (known: mesh, axis_names, rank, groups, semi_auto, ties, search, device, topology, "
-           "memory_limit)",
+           "memory_limit, weights)",
            it.key());
   }
   Options opts;
@@ -79,6 +79,20 @@ Options parse_options(const char* text) {
       s.topology.inter.latency = number(t, "inter_latency", s.topology.inter.latency);
     }
     s.memory_limit = number(j, "memory_limit", 0);
+    // Weights already split by an earlier plan: {name: [mesh axis or -1 per dim]}.
+    if (j.contains("weights"))
+      for (auto it = j["weights"].begin(); it != j["weights"].end(); ++it) {
+        spora::TensorLayout l;
+        l.dims = it.value().get<std::vector<int>>();
+        for (int a : l.dims)
+          if (a < -1 || a >= static_cast<int>(o.mesh.shape.size()))
+            fail(Code::kInvalidArgument, "[spora_graph_partition] weights['{}']: mesh axis {} outside the {}-axis mesh",
+                 it.key(), a, o.mesh.shape.size());
+        for (int& a : l.dims)
+          if (a < 0) a = spora::kReplicated;
+        o.weights[it.key()] = l;
+        s.fixed_weights[it.key()] = l;
+      }
   } catch (const nlohmann::json::exception& e) {
     fail(Code::kInvalidArgument, "[spora_graph_partition] bad options: {}", e.what());
   }

@@ -423,6 +423,13 @@ class Search {
       }
       switch (n.kind) {
         case ir::NodeKind::kWeight:
+          if (auto f = o_.fixed_weights.find(n.name); f != o_.fixed_weights.end()) {
+            Cand c;
+            c.out = {f->second};
+            c.bytes = model_.local_bytes(n.outputs[0], f->second);
+            cands_[id].push_back(std::move(c));
+            break;
+          }
           for (const TensorLayout& l : layouts_of(n.outputs[0].shape, o_.mesh.shape)) {
             Cand c;
             c.out = {l};

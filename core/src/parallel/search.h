@@ -38,6 +38,9 @@ struct SearchOptions {
   // Outputs that are a weight's new value keep that weight's layout (as in
   // PartitionOptions::ties); every other output is returned whole.
   std::map<size_t, std::string> ties;
+  // Weights whose layout is already decided (a Parameter an earlier plan
+  // split, by name): the search keeps them there and plans around them.
+  std::map<std::string, TensorLayout> fixed_weights;
   // Rounds of local improvement after the dynamic programme.
   int refine_rounds = 8;
   // When the unpenalised plan fits: programmes under memory penalties of

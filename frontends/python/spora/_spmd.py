@@ -72,8 +72,10 @@ def shard_parameter(p, split, global_shape, mesh_shape):
     if cur is not None:
         if cur["split"] == split and cur["mesh"] == tuple(mesh_shape):
             return
-        raise NotImplementedError(f"[parallel] Parameter {p.name!r} is already split as {cur['split']}; a second "
-                                  f"plan splits it as {split} (re-splitting is not supported yet)")
+        raise ValueError(f"[parallel] Parameter {p.name!r} is split as {cur['split']} over the mesh {cur['mesh']}; "
+                         f"this step's plan wants {split} over {tuple(mesh_shape)}. A later plan keeps the layouts of "
+                         "Parameters an earlier one split, so this happens only when the mesh changed: keep "
+                         "device_num / mesh_shape the same for every step that uses the network")
     if all(a < 0 for a in split):
         return
     full = p.asnumpy()
@@ -138,6 +140,16 @@ def options(state, n_out, assigned, shape, names, rank, groups, semi_auto, searc
             ties[str(n_out + k)] = name
     opts = {"mesh": list(shape), "rank": int(rank), "groups": [int(g) for g in groups], "semi_auto": bool(semi_auto),
             "ties": ties}
+    # Parameters an earlier plan split keep their layout (an eval step after
+    # the training step, a second jit function over the same network).
+    fixed = {}
+    for p in state.weights:
+        s = info(p)
+        name = state.weight_names.get(id(p))
+        if s is not None and name is not None and s["mesh"] == tuple(shape):
+            fixed[name] = [int(a) for a in s["split"]]
+    if fixed:
+        opts["weights"] = fixed
     if names:
         opts["axis_names"] = list(names)
     opts.update(search or {})
