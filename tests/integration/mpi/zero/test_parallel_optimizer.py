@@ -277,6 +277,18 @@ def test_checkpoint_holds_the_whole_state_and_loads_back_into_shards(tmp_path):
     for name, states in opt._states.items():
         for s, f in zip(states, fresh._states[name]):
             np.testing.assert_array_equal(f.asnumpy(), s.asnumpy(), err_msg=s.name)
+    # One process's checkpoint into a sharded optimizer, and the sharded
+    # run's into one process's: the same whole state either way.
+    ref_path = str(tmp_path / f"ref_rank{rank}.ckpt")
+    spora.save_checkpoint(ref_opt, ref_path)
+    spora.load_checkpoint(ref_path, net=fresh)
+    spora.reset_auto_parallel_context()
+    alone = make_opt(make_mlp().trainable_params())
+    assert alone._zero is None
+    spora.load_checkpoint(path, net=alone)
+    for name, states in fresh._states.items():
+        for s, a in zip(states, alone._states[name]):
+            np.testing.assert_allclose(_zero.gather(s), a.asnumpy(), rtol=1e-4, atol=1e-6, err_msg=s.name)
 
 
 def test_errors_name_the_fix():
