@@ -35,7 +35,7 @@ class Sharding:
     blocks, of which this rank owns block `rank`."""
 
     def __init__(self, params, n, rank, level, threshold_kb):
-        self.n, self.rank, self.level = n, rank, level
+        self.n, self.rank, self.level, self.threshold_kb = n, rank, level, threshold_kb
         self.sharded = tuple(_splits(p, n, threshold_kb) for p in params)
         self.shapes = tuple(tuple(p.shape) for p in params)
 
@@ -108,6 +108,31 @@ class Sharding:
                 replicated += whole
                 predicted += whole // self.n if self.sharded[i] else whole
         return measured, predicted, replicated
+
+
+def describe(optimizer):
+    """Text: per parameter, sharded (its block's shape) or replicated and
+    why, and the optimizer-state bytes on this rank (measured from the
+    state Parameters, the formula, and the replicated optimizer's)."""
+    z = getattr(optimizer, "_zero", None)
+    name = type(optimizer).__name__
+    if z is None:
+        return f"{name}: optimizer state not sharded (enable_parallel_optimizer off, or not data_parallel " \
+               "on more than one rank)"
+    lines = [f"{name}: optimizer state sharded over {z.n} ranks ({z.level}), this is rank {z.rank}"]
+    for i, p in enumerate(optimizer.parameters):
+        shape = z.shapes[i]
+        if z.sharded[i]:
+            what = f"sharded, block {z.block_shape(i)} (rows {z.rank * shape[0] // z.n}:" \
+                   f"{(z.rank + 1) * shape[0] // z.n})"
+        elif not shape or shape[0] % z.n:
+            what = f"replicated (first dim does not divide by {z.n})"
+        else:
+            what = f"replicated (under parallel_optimizer_threshold {z.threshold_kb:g} KB)"
+        lines.append(f"  {p.name} {shape}: {what}")
+    measured, predicted, replicated = z.state_bytes(optimizer._states)
+    lines.append(f"  state bytes on this rank: {measured} measured, {predicted} predicted, {replicated} replicated")
+    return "\n".join(lines)
 
 
 def _splits(p, n, threshold_kb):

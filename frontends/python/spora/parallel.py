@@ -26,6 +26,17 @@ def describe_plan(obj, file=None):
     return text
 
 
+def describe_optimizer_sharding(optimizer, file=None):
+    """Prints (to `file`, default stdout) and returns how enable_parallel_optimizer
+    shards `optimizer`'s state on this rank: each parameter sharded (its
+    block) or replicated and why, and the state bytes measured, predicted
+    and replicated (docs/parallel.md, "Optimizer-state sharding (ZeRO)")."""
+    from . import _zero
+    text = _zero.describe(optimizer)
+    print(text, file=file)
+    return text
+
+
 def gather(p):
     """The whole value of Parameter p (numpy); collective when p is split."""
     return _spmd.gather(p)

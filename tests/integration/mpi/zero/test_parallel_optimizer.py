@@ -255,8 +255,16 @@ def test_small_parameters_stay_replicated_under_the_default_threshold():
     assert opt._zero.sharded == (True, False, False)
     assert opt._zero.level == "level1"
     measured, predicted, replicated = opt._zero.state_bytes(opt._states)
-    n = comm.get_group_size()
+    n, r = comm.get_group_size(), comm.get_rank()
     assert measured == predicted == 2 * 4 * (128 * 128 // n + 128 * 4 + 129 * 128)
+    text = spora.parallel.describe_optimizer_sharding(opt)
+    b = 128 // n
+    assert f"big (128, 128): sharded, block ({b}, 128) (rows {r * b}:{(r + 1) * b})" in text, text
+    assert "small (128, 4): replicated (under parallel_optimizer_threshold 64 KB)" in text, text
+    assert f"odd (129, 128): replicated (first dim does not divide by {n})" in text, text
+    assert f"{measured} measured, {predicted} predicted, {replicated} replicated" in text, text
+    spora.reset_auto_parallel_context()
+    assert "not sharded" in spora.parallel.describe_optimizer_sharding(nn.Adam([big]))
 
 
 def test_checkpoint_holds_the_whole_state_and_loads_back_into_shards(tmp_path):
