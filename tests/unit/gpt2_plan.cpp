@@ -30,6 +30,7 @@
 #include "ir/op.h"
 #include "ir/sharding.h"
 #include "parallel/search.h"
+#include "passes/recompute.h"
 #include "parallel/strategy.h"
 #include "support/error.h"
 
@@ -74,7 +75,10 @@ struct Step {
 // One AdamW training step: embedding (wte, wpe) + N pre-LN blocks + final LN
 // + LM head tied to wte + mean cross-entropy; gradients by autodiff; one
 // adam_update (decoupled) over every parameter with m and v as weights.
-Step gpt2_step(const GptConfig& c) {
+// `recompute`: each block is one recomputed region (Cell.recompute() on
+// every block, passes/recompute.h): its activations are computed again in
+// the backward pass instead of kept; only the block's output stays.
+Step gpt2_step(const GptConfig& c, bool recompute = false) {
   const int64_t b = kBatch, s = kSeq, d = c.d_model, h = c.heads, dh = d / h, v = kVocab;
   ir::Graph f;
   const ir::Value ids = f.add_input("ids", SPORA_DTYPE_I32, shp({b, s}));
@@ -99,6 +103,7 @@ Step gpt2_step(const GptConfig& c) {
   ir::Value x = op("reshape", {op("add", {op("embedding", {wte, ids}), wpe})}, ints("shape", {b * s, d}));
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "h" + std::to_string(l);
+    const auto first = static_cast<int32_t>(f.nodes().size());
     const ir::Value a_in = ln(x, p + ".ln1");
     auto heads = [&](const char* n) {  // (b*s, d) -> (b, h, s, dh)
       const ir::Value t = op("reshape", {linear(a_in, p + "." + n, d, d)}, ints("shape", {b, s, h, dh}));
@@ -116,6 +121,7 @@ Step gpt2_step(const GptConfig& c) {
     x = op("add", {x, linear(merged, p + ".o", d, d)});
     const ir::Value m_in = ln(x, p + ".ln2");
     x = op("add", {x, linear(op("gelu", {linear(m_in, p + ".fc1", d, 4 * d)}), p + ".fc2", 4 * d, d)});
+    if (recompute) passes::mark_recompute(f, first, static_cast<int32_t>(f.nodes().size()), 2 + l);
   }
   Attrs tb;
   tb.set("transpose_b", AttrValue::of_bool(true));
@@ -130,6 +136,7 @@ Step gpt2_step(const GptConfig& c) {
 
   Step st;
   st.g = autodiff::value_and_grad(f, params, 0);
+  if (recompute) passes::recompute(st.g);  // before the updates: output 0 is the loss
   ir::Graph& g = st.g;
   // One adam_update per parameter (an op takes at most SPORA_MAX_OP_INPUTS
   // inputs; per-parameter updates also let each take its own layout).
@@ -333,84 +340,91 @@ std::string mesh_str(const parallel::Mesh& m) {
   return s + ")";
 }
 
+// The searched plan on both meshes ((devices/8, 8) named (dp, mp), starting
+// also from the hand plans on it; and a 1-D mesh of every device, starting
+// from data parallelism), under `limit`: the better of the two (a fitting
+// one, then the faster; when neither fits, the smaller; unlimited: the
+// faster). A planner trying both meshes pays both searches.
+Row searched(const Step& st, int64_t devices, double limit, const std::string& label, bool detail) {
+  parallel::SearchOptions s = cluster({devices / 8, 8}, {"dp", "mp"});
+  s.ties = st.ties;
+  s.memory_limit = limit;
+  s.starts = {hand_plan(st.g, s.mesh, "data parallel over dp", batch_over_dp, all_replicated),
+              hand_plan(st.g, s.mesh, "megatron", batch_over_dp, megatron),
+              hand_plan(st.g, s.mesh, "megatron vocab-split", batch_over_dp, megatron_vocab)};
+  parallel::SearchOptions o1 = cluster({devices}, {"all"});
+  o1.ties = st.ties;
+  o1.memory_limit = limit;
+  if (kBatch % devices == 0) o1.starts = {hand_plan(st.g, o1.mesh, "data parallel", batch_over_dp, all_replicated)};
+  Row a = run(st.g, s, label + " (dp, mp)", detail);
+  Row b = run(st.g, o1, label + " 1-D", detail);
+  const bool unlimited = limit > 1e29;
+  const bool better = unlimited ? b.step < a.step : (b.fits != a.fits ? b.fits : (b.fits ? b.step < a.step : b.memory < a.memory));
+  Row r = better ? b : a;
+  r.secs = a.secs + b.secs;
+  return r;
+}
+
+// The hand plans as written (no search): data parallel on a 1-D mesh of
+// every device, Megatron (and its vocabulary-split head) on (devices/8, 8).
+std::vector<Row> hand_rows(const Step& st, int64_t devices, const std::string& suffix, bool detail) {
+  std::vector<Row> rows;
+  if (kBatch % devices == 0) {
+    parallel::SearchOptions o = cluster({devices}, {"dp"});
+    o.ties = st.ties;
+    const parallel::StartPlan dp = hand_plan(st.g, o.mesh, "data parallel", batch_over_dp, all_replicated);
+    rows.push_back(run(st.g, o, "data parallel" + suffix, detail, &dp));
+  } else {
+    std::printf("  %-22s n/a: global batch %lld < %lld devices\n", ("data parallel" + suffix).c_str(),
+                static_cast<long long>(kBatch), static_cast<long long>(devices));
+  }
+  parallel::SearchOptions o = cluster({devices / 8, 8}, {"dp", "mp"});
+  o.ties = st.ties;
+  for (LayoutFn fn : {megatron, megatron_vocab}) {
+    const parallel::StartPlan hp = hand_plan(st.g, o.mesh, fn == megatron ? "megatron" : "megatron vocab-split",
+                                             batch_over_dp, fn);
+    rows.push_back(run(st.g, o, (fn == megatron ? "megatron tp8 x dp" : "megatron, vocab-split") + suffix, detail, &hp));
+  }
+  return rows;
+}
+
 void bench(const GptConfig& c, int64_t devices, bool detail) {
   const auto t0 = std::chrono::steady_clock::now();
-  Step st = gpt2_step(c);
+  const Step st = gpt2_step(c), rc = gpt2_step(c, true);
   const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::printf("GPT-2 %s (%.0fM params, %zu nodes, built in %.2f s) on %lld devices\n", c.name, st.params / 1e6,
-              st.g.nodes().size(), build, static_cast<long long>(devices));
-  std::vector<Row> rows;
-  // The hand plans: data parallel on a 1-D mesh of every device, Megatron
-  // (and its vocabulary-split head) on (devices/8, 8) named (dp, mp).
-  const parallel::SearchOptions two = cluster({devices / 8, 8}, {"dp", "mp"});
-  const parallel::SearchOptions one = cluster({devices}, {"dp"});
-  const parallel::StartPlan dp1 = hand_plan(st.g, one.mesh, "data parallel", batch_over_dp, all_replicated);
-  const parallel::StartPlan dp2 = hand_plan(st.g, two.mesh, "data parallel over dp", batch_over_dp, all_replicated);
-  const parallel::StartPlan meg = hand_plan(st.g, two.mesh, "megatron", batch_over_dp, megatron);
-  const parallel::StartPlan megv = hand_plan(st.g, two.mesh, "megatron vocab-split", batch_over_dp, megatron_vocab);
-  // Searched: a (devices/8, 8) mesh named (dp, mp), mp within a node,
-  // starting also from the hand plans on that mesh.
-  parallel::SearchOptions s = two;
-  s.ties = st.ties;
-  s.memory_limit = 80e9;
-  s.starts = {dp2, meg, megv};
-  std::printf(" mesh %s\n", mesh_str(s.mesh).c_str());
-  rows.push_back(run(st.g, s, "searched (80 GB)", detail));
-  // The same search on a 1-D mesh of every device: a layout splits a dim
-  // over one mesh axis, so only there can the batch be split over all of
-  // them (the mesh shape is the user's choice; a planner tries both).
-  parallel::SearchOptions o1 = one;
-  o1.mesh.names = {"all"};
-  o1.ties = st.ties;
-  o1.memory_limit = 80e9;
-  if (kBatch % devices == 0) o1.starts = {dp1};
-  rows.push_back(run(st.g, o1, "searched 1-D (80 GB)", detail));
-  // The same searches with no memory limit: the fastest plan found, to
-  // compare step times with the hand plans when nothing fits.
-  parallel::SearchOptions u = s, u1 = o1;
-  u.memory_limit = u1.memory_limit = 1e30;
-  rows.push_back(run(st.g, u, "searched (no limit)", detail));
-  rows.push_back(run(st.g, u1, "searched 1-D (no limit)", detail));
-  // The hand plans as written (no search), compared with 80 GB here.
-  if (kBatch % devices == 0) {
-    parallel::SearchOptions o = one;
-    o.ties = st.ties;
-    rows.push_back(run(st.g, o, "data parallel " + mesh_str(o.mesh).substr(0, mesh_str(o.mesh).find(')') + 1), detail, &dp1));
-  } else {
-    std::printf("  %-22s n/a: global batch %lld < %lld devices\n", "data parallel", static_cast<long long>(kBatch),
-                static_cast<long long>(devices));
-  }
-  for (const parallel::StartPlan* hp : {&meg, &megv}) {
-    parallel::SearchOptions o = two;
-    o.ties = st.ties;
-    rows.push_back(run(st.g, o, hp == &meg ? "megatron tp8 x dp" : "megatron, vocab-split", detail, hp));
-  }
-  // The better searched plan of the two meshes: a fitting one, then the
-  // faster; when neither fits, the smaller (a planner trying both meshes
-  // pays both searches). Rows 0-1 are the 80 GB searches, 2-3 the
-  // unlimited ones.
-  auto keep_better = [&rows](size_t i, bool unlimited) {
-    const Row& a = rows[i];
-    const Row& b = rows[i + 1];
-    const bool better = unlimited ? b.step < a.step
-                                  : (b.fits != a.fits ? b.fits : (b.fits ? b.step < a.step : b.memory < a.memory));
-    const double both = a.secs + b.secs;
-    if (better) rows[i] = b;
-    rows[i].secs = both;
-    rows.erase(rows.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-  };
-  keep_better(0, false);
-  keep_better(1, true);
+  std::printf("GPT-2 %s (%.0fM params, %zu nodes; %zu with every block recomputed; both built in %.2f s) on %lld "
+              "devices\n",
+              c.name, st.params / 1e6, st.g.nodes().size(), rc.g.nodes().size(), build, static_cast<long long>(devices));
+  // The planner's choices: each mesh, with and without recomputation; the
+  // best fitting plan wins (then the faster; if none fits, the smallest).
+  const Row plain = searched(st, devices, 80e9, "searched", detail);
+  const Row rec = searched(rc, devices, 80e9, "searched+recompute", detail);
+  const bool take_rec = rec.fits != plain.fits ? rec.fits : (rec.fits ? rec.step < plain.step : rec.memory < plain.memory);
+  Row best = take_rec ? rec : plain;
+  best.plan = take_rec ? "recompute" : "no recompute";
+  best.secs = plain.secs + rec.secs;
+  // No limit: the fastest plan any of the searches found (a search under a
+  // limit may land on a faster plan than the unconstrained one: local minima).
+  Row free = searched(st, devices, 1e30, "searched (no limit)", detail);
+  for (const Row* r : {&plain, &rec})
+    if (r->step < free.step) free.step = r->step;
+  std::vector<Row> hands = hand_rows(st, devices, "", detail);
+  for (const Row& r : hand_rows(rc, devices, " +rc", detail)) hands.push_back(r);
   double best_hand = 1e300, best_fit = 1e300;
-  for (size_t i = 2; i < rows.size(); ++i) {
-    best_hand = std::min(best_hand, rows[i].step);
-    if (rows[i].fits) best_fit = std::min(best_fit, rows[i].step);
+  std::string fit_name = "none";
+  for (const Row& r : hands) {
+    best_hand = std::min(best_hand, r.step);
+    if (r.fits && r.step < best_fit) {
+      best_fit = r.step;
+      fit_name = r.plan;
+    }
   }
-  std::printf(" RESULT %s %lld: searched [%s, from %s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, best fitting hand %s | "
-              "search %.2f + %.2f s\n\n",
-              c.name, static_cast<long long>(devices), rows[0].plan.c_str(), rows[0].origin.c_str(), rows[0].step, rows[0].memory / 1e9,
-              rows[0].fits ? "fits" : "over", rows[1].step, best_hand,
-              best_fit < 1e300 ? (std::to_string(best_fit) + " s").c_str() : "none", rows[0].secs, rows[1].secs);
+  std::printf(" RESULT %s %lld: searched [%s, %s, from %s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, "
+              "best fitting hand %s%s | search %.2f + %.2f s\n\n",
+              c.name, static_cast<long long>(devices), best.plan.c_str(), plain.fits || rec.fits ? "fits" : "over",
+              best.origin.c_str(), best.step, best.memory / 1e9, best.fits ? "fits" : "over", free.step, best_hand,
+              best_fit < 1e300 ? (fit_name + " ").c_str() : "none",
+              best_fit < 1e300 ? (std::to_string(best_fit) + " s").c_str() : "", best.secs, free.secs);
 }
 
 }  // namespace
