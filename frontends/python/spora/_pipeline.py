@@ -31,6 +31,15 @@ from ._tensor import Tensor
 
 # Marks collected while the pipeline traces a network: (first, end, stage).
 _collecting = []
+# Communicators split from the world (a stage's data-parallel replicas):
+# freed before the world is (communication.release()).
+_comms = []
+
+
+def release_comms():
+    for c in _comms:
+        c.release()
+    _comms.clear()
 
 
 def collecting():
@@ -95,10 +104,13 @@ class PipelineTrainStep:
         self.scheduler = _parallel.pipeline_scheduler()
         self.micro = pipeline_cell.micro_size
         size = comm.get_group_size()
-        if size != self.stages:
-            raise ValueError(f"[pipeline] pipeline_stages={self.stages} but the job has {size} ranks: one rank per "
-                             f"stage (start it with mpirun -np {self.stages}); data parallelism across pipelines "
-                             "is not supported yet")
+        if size % self.stages:
+            raise ValueError(f"[pipeline] pipeline_stages={self.stages} does not divide the job's {size} ranks: "
+                             f"launch a multiple of {self.stages} ranks (stages x data-parallel replicas)")
+        # MindSpore's layout: stage = rank // (ranks per stage); the ranks of
+        # one stage are data-parallel replicas of it, replica r of every stage
+        # forming pipeline r.
+        self.dp = size // self.stages
         if self.micro < self.stages:
             raise ValueError(f"[pipeline] micro_size={self.micro} is below pipeline_stages={self.stages}: some "
                              "stage would have no micro-batch while others work (MindSpore requires micro_size >= "
@@ -107,8 +119,12 @@ class PipelineTrainStep:
             raise ValueError("[pipeline] clip_norm needs the gradient norm over every stage's Parameters; under "
                              "pipeline parallelism it is not supported yet (clip per stage yourself)")
         self.rank = comm.get_rank()
-        self.stage = self.rank
+        self.stage, self.replica = divmod(self.rank, self.dp)
         self._comm = comm
+        self._dp_comm = None
+        if self.dp > 1:  # the replicas of this stage, ordered by replica
+            self._dp_comm = comm._comm().split(self.stage, self.replica)
+            _comms.append(self._dp_comm)
         self._built = None
         self.report = None  # after the first step: the core's report of this rank's stage
         self.stats = {}
@@ -156,6 +172,14 @@ class PipelineTrainStep:
         }
 
     # -- run ---------------------------------------------------------------------
+    def _shard(self, x):
+        n = x.shape[0]
+        if n % self.dp:
+            raise ValueError(f"[pipeline] a micro-batch of {n} rows does not split over {self.dp} data-parallel "
+                             "replicas: make the batch a multiple of micro_size x replicas")
+        b = n // self.dp
+        return Tensor(np.ascontiguousarray(x.asnumpy()[self.replica * b:(self.replica + 1) * b]), x.dtype, x.device)
+
     def _recv(self, metas, peer, only_grad=False):
         from . import _dtype
         out = []
@@ -168,10 +192,13 @@ class PipelineTrainStep:
     def __call__(self, *inputs):
         inputs = [x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in inputs]
         micro = self.cell.micro_batches(inputs)
+        if self.dp > 1:  # each replica takes its block of rows of every micro-batch
+            micro = [[self._shard(x) for x in m] for m in micro]
         if self._built is None:
             self._build(micro[0])
         b = self._built
         k, last, first = self.stage, self.stage == self.stages - 1, self.stage == 0
+        prev, nxt_rank = self.rank - self.dp, self.rank + self.dp  # this pipeline's neighbours
         weights = b["params"]
         n_dx = sum(1 for m in b["recv"] if m["differentiable"])
         ops = schedule(self.scheduler, k, self.stages, self.micro)
@@ -181,7 +208,7 @@ class PipelineTrainStep:
         t_step = time.perf_counter()
         for pos, (kind, i) in enumerate(ops):
             if kind == "F":
-                ins = [micro[i][j] for j in b["data"]] + ([] if first else self._recv(b["recv"], k - 1))
+                ins = [micro[i][j] for j in b["data"]] + ([] if first else self._recv(b["recv"], prev))
                 stash[i] = ins
                 in_flight = max(in_flight, len(stash))
                 peak_bytes = max(peak_bytes, sum(_nbytes(t) for s in stash.values() for t in s))
@@ -193,28 +220,40 @@ class PipelineTrainStep:
                     continue
                 nxt = ops[pos + 1] if pos + 1 < len(ops) else None
                 if self.scheduler == "1f1b" and nxt is not None and nxt[0] == "B":
-                    early[nxt[1]] = self._recv(b["send"], k + 1, only_grad=True)
+                    early[nxt[1]] = self._recv(b["send"], nxt_rank, only_grad=True)
                 for t in outs:
-                    self._comm.send(t, k + 1)
+                    self._comm.send(t, nxt_rank)
             else:
-                cot = [] if last else (early.pop(i) if i in early else self._recv(b["send"], k + 1, only_grad=True))
+                cot = [] if last else (early.pop(i) if i in early else self._recv(b["send"], nxt_rank, only_grad=True))
                 t0 = time.process_time()
                 outs = b["bwd"].run(stash.pop(i) + cot + weights)
                 busy += time.process_time() - t0
                 o = 1 if last else 0
                 if not first:
                     for t in outs[o:o + n_dx]:
-                        self._comm.send(t, k - 1)
+                        self._comm.send(t, prev)
                 wg = outs[o + n_dx:]
                 grads = wg if grads is None else [a + g for a, g in zip(grads, wg)]
-        scale = 1.0 / self.micro
+        if self._dp_comm is not None:  # reduced once per step, over this stage's replicas
+            from . import ops
+            reduced = []
+            for g in grads:
+                out = ops.zeros_like(g)
+                self._dp_comm.all_reduce(g, out, "sum")
+                reduced.append(out)
+            grads = reduced
+        scale = 1.0 / (self.micro * self.dp)
         full = [None] * len(self.opt.parameters)
         for slot, g in zip(b["slots"], grads):
-            full[slot] = g * scale if self.micro > 1 else g
+            full[slot] = g * scale if scale != 1.0 else g
         with _parallel.alone():
             b["update"](tuple(full))
         self.stats = {"micro_batches_in_flight": in_flight, "stashed_input_bytes": peak_bytes,
                       "compute_s": busy, "step_s": time.perf_counter() - t_step}
         loss = Tensor(np.array(sum(float(x.asnumpy()) for x in losses) / self.micro, np.float32)) if last else \
             Tensor(np.zeros((), np.float32))
-        return self._comm.broadcast(loss, root=self.stages - 1)
+        if self._dp_comm is not None and last:  # the replicas' mean
+            out = Tensor(np.zeros((), np.float32))
+            self._dp_comm.all_reduce(loss, out, "sum")
+            loss = Tensor(np.array(float(out.asnumpy()) / self.dp, np.float32))
+        return self._comm.broadcast(loss, root=(self.stages - 1) * self.dp)

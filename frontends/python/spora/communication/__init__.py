@@ -60,8 +60,9 @@ def release():
     """Frees the world communicator (init() may be called again)."""
     global _world
     if _world is not None:
-        from .. import _spmd
+        from .. import _pipeline, _spmd
         _spmd.release_axis_comms()  # communicators split from the world go first
+        _pipeline.release_comms()
         _world.release()
         _world = None
         GlobalComm.BACKEND = None

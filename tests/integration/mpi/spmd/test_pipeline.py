@@ -180,9 +180,9 @@ def test_pipeline_errors_name_the_fix():
     opt = nn.SGD(net.trainable_params(), learning_rate=0.1)
     with pytest.raises(ValueError, match="micro_size=1 is below pipeline_stages"):
         spora.parallel.pipeline_train_step(nn.PipelineCell(net, 1), opt)
-    # A stage without ops.
+    # Stages that do not divide the ranks.
     spora.set_auto_parallel_context(pipeline_stages=n + 1)
-    with pytest.raises(ValueError, match="one rank per stage"):
+    with pytest.raises(ValueError, match=f"pipeline_stages={n + 1} does not divide the job's {n} ranks"):
         spora.parallel.pipeline_train_step(nn.PipelineCell(net, 4), opt)
     spora.set_auto_parallel_context(pipeline_stages=n)
     for layer in net.layers:
@@ -207,3 +207,28 @@ def test_unmarked_network_is_cut_by_the_cost_model():
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
     ops_per_stage = comm.all_gather(spora.Tensor(np.array([step.report["ops"]], np.int64))).asnumpy().ravel()
     assert ops_per_stage.min() > 0 and ops_per_stage.max() <= 2 * ops_per_stage.min(), ops_per_stage
+
+
+def test_data_parallel_pipelines_equal_one_process():
+    """4 ranks as 2 stages x 2 data-parallel replicas (MindSpore's layout:
+    stage = rank // 2): each replica takes half of every micro-batch, the
+    gradients are reduced once per step over each stage's replicas."""
+    n = comm.get_group_size()
+    if n < 4:
+        pytest.skip("needs 4 ranks (2 stages x 2 replicas)")
+    stages = 2
+    batches = data(2)
+    ref_losses, ref_params = train_one_process(batches, 2 * stages)
+    spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", pipeline_stages=stages,
+                                    pipeline_scheduler="1f1b")
+    net = Transformer(2 * stages, B_MICRO // 2, S, D, H)  # each replica runs half a micro-batch
+    stage_blocks(net, stages)
+    opt = nn.Adam(net.trainable_params(), learning_rate=0.01)
+    step = spora.parallel.pipeline_train_step(nn.PipelineCell(nn.WithLossCell(net, nn.MSELoss()), MICRO), opt)
+    losses = [float(step(spora.Tensor(x), spora.Tensor(y)).asnumpy()) for x, y in batches]
+    np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-6)
+    stage = comm.get_rank() // (n // stages)
+    for blk in net.blocks:
+        if blk.pipeline_stage == stage:
+            for p in blk.trainable_params():
+                np.testing.assert_allclose(p.asnumpy(), ref_params[p.name], rtol=1e-4, atol=1e-5, err_msg=p.name)
