@@ -30,9 +30,24 @@ bool env_int(const char* name, int32_t* out) {
   return true;
 }
 
+// Memory a plugin may still write after it gave up on a call: a timeout or
+// an abort abandons the request (MPI cannot cancel a collective), and the
+// request keeps the buffers it was handed. They are kept here, never freed
+// or reused, for the life of the process: a leak, bounded by the calls a
+// broken communicator abandoned, instead of MPI writing later into memory
+// the allocator has handed to someone else. Kept on the error path only,
+// so the calls that succeed copy nothing extra (the alternative, staging
+// every call in plugin-owned memory, costs a copy in and out per call).
+std::mutex g_quarantine_mu;
+std::vector<std::shared_ptr<void>>& quarantine_list() {
+  static auto* list = new std::vector<std::shared_ptr<void>>();  // never destroyed: MPI may write after exit starts
+  return *list;
+}
+size_t g_quarantined_bytes = 0;
+
 // A tensor's elements as host memory: the device memory itself on a
 // unified-memory device (after its queued work), else a staged copy that
-// `finish` writes back.
+// `finish` writes back. `abandon` hands both to the quarantine.
 class HostBuffer {
  public:
   HostBuffer(const Tensor& t, bool read) : t_(t) {
@@ -41,21 +56,35 @@ class HostBuffer {
       d->synchronize();
       ptr_ = reinterpret_cast<void*>(t.data());
     } else {
-      staged_.resize(t.nbytes());
-      if (read) tensor_read(t, staged_.data(), staged_.size());
-      ptr_ = staged_.data();
+      staged_ = std::make_shared<std::vector<char>>(t.nbytes());
+      if (read) tensor_read(t, staged_->data(), staged_->size());
+      ptr_ = staged_->data();
     }
   }
   void* ptr() const { return ptr_; }
   void finish() {
-    if (!staged_.empty()) t_.device()->copy_h2d(t_.data(), staged_.data(), staged_.size());
+    if (staged_) t_.device()->copy_h2d(t_.data(), staged_->data(), staged_->size());
+  }
+  void abandon() {
+    std::lock_guard<std::mutex> lock(g_quarantine_mu);
+    if (staged_) {
+      quarantine_list().push_back(staged_);
+    } else {
+      quarantine_list().push_back(t_.buffer);  // the whole buffer: its allocation is never returned
+    }
+    g_quarantined_bytes += t_.nbytes();
   }
 
  private:
-  const Tensor& t_;
+  Tensor t_;  // shares the buffer's ownership
   void* ptr_ = nullptr;
-  std::vector<char> staged_;
+  std::shared_ptr<std::vector<char>> staged_;
 };
+
+// Whether a plugin error means the request was abandoned with our buffers.
+bool abandoned(const spora_plugin_error_t* e) {
+  return e && (e->code == SPORA_PLUGIN_TIMEOUT || e->code == SPORA_PLUGIN_ABORTED);
+}
 
 void check_same_dtype(const Tensor& in, const Tensor& out, const char* what) {
   if (in.dtype != out.dtype)
@@ -201,7 +230,18 @@ void Communicator::all_reduce(const Tensor& in, const Tensor& out, int32_t op) {
   HostBuffer o(out, same);
   std::unique_ptr<HostBuffer> i;
   if (!same) i = std::make_unique<HostBuffer>(in, true);
-  all_reduce_host(same ? o.ptr() : i->ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()), out.dtype, op);
+  SPORA_NEED_FN(all_reduce);
+  spora_plugin_error_t* e;
+  {
+    std::lock_guard<std::mutex> lock(call_mu_);
+    e = api_->all_reduce(comm_, same ? o.ptr() : i->ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()),
+                         out.dtype, op, nullptr, timeout());
+  }
+  if (abandoned(e)) {
+    o.abandon();
+    if (i) i->abandon();
+  }
+  check(e, "all_reduce");
   o.finish();
 }
 
@@ -214,9 +254,13 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
-    check(api_->all_gather(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel()), in.dtype, nullptr,
-                           timeout()),
-          "all_gather");
+    spora_plugin_error_t* e = api_->all_gather(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel()),
+                                               in.dtype, nullptr, timeout());
+    if (abandoned(e)) {
+      i.abandon();
+      o.abandon();
+    }
+    check(e, "all_gather");
   }
   o.finish();
 }
@@ -230,9 +274,13 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t o
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
-    check(api_->reduce_scatter(comm_, i.ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()), in.dtype, op,
-                               nullptr, timeout()),
-          "reduce_scatter");
+    spora_plugin_error_t* e = api_->reduce_scatter(comm_, i.ptr(), o.ptr(), static_cast<size_t>(out.shape.numel()),
+                                                   in.dtype, op, nullptr, timeout());
+    if (abandoned(e)) {
+      i.abandon();
+      o.abandon();
+    }
+    check(e, "reduce_scatter");
   }
   o.finish();
 }
@@ -242,9 +290,10 @@ void Communicator::broadcast(const Tensor& t, int32_t root) {
   HostBuffer b(t, rank_ == root);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
-    check(api_->broadcast(comm_, b.ptr(), b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, root, nullptr,
-                          timeout()),
-          "broadcast");
+    spora_plugin_error_t* e = api_->broadcast(comm_, b.ptr(), b.ptr(), static_cast<size_t>(t.shape.numel()),
+                                              t.dtype, root, nullptr, timeout());
+    if (abandoned(e)) b.abandon();
+    check(e, "broadcast");
   }
   b.finish();
 }
@@ -259,9 +308,13 @@ void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
-    check(api_->all_to_all(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel() / size_), in.dtype, nullptr,
-                           timeout()),
-          "all_to_all");
+    spora_plugin_error_t* e = api_->all_to_all(comm_, i.ptr(), o.ptr(), static_cast<size_t>(in.shape.numel() / size_),
+                                               in.dtype, nullptr, timeout());
+    if (abandoned(e)) {
+      i.abandon();
+      o.abandon();
+    }
+    check(e, "all_to_all");
   }
   o.finish();
 }
@@ -270,7 +323,10 @@ void Communicator::send(const Tensor& t, int32_t peer) {
   SPORA_NEED_FN(send);
   HostBuffer b(t, true);
   std::lock_guard<std::mutex> lock(call_mu_);
-  check(api_->send(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout()), "send");
+  spora_plugin_error_t* e =
+      api_->send(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout());
+  if (abandoned(e)) b.abandon();
+  check(e, "send");
 }
 
 void Communicator::recv(const Tensor& t, int32_t peer) {
@@ -278,10 +334,17 @@ void Communicator::recv(const Tensor& t, int32_t peer) {
   HostBuffer b(t, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
-    check(api_->recv(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout()),
-          "recv");
+    spora_plugin_error_t* e =
+        api_->recv(comm_, b.ptr(), static_cast<size_t>(t.shape.numel()), t.dtype, peer, nullptr, timeout());
+    if (abandoned(e)) b.abandon();
+    check(e, "recv");
   }
   b.finish();
+}
+
+size_t quarantined_bytes() {
+  std::lock_guard<std::mutex> lock(g_quarantine_mu);
+  return g_quarantined_bytes;
 }
 
 void Communicator::barrier() {

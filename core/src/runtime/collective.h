@@ -77,5 +77,10 @@ class Communicator {
 // 0 and 1 when none is set. Throws kInvalidArgument for malformed values.
 void launcher_rank_size(int32_t* rank, int32_t* size);
 
+// Bytes of tensors whose collective a plugin abandoned (a timeout or an
+// abort): their memory is kept, never freed or reused, because the plugin's
+// request may still write it (collective.cpp, "quarantine").
+size_t quarantined_bytes();
+
 
 }  // namespace spora

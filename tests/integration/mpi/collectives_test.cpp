@@ -354,6 +354,43 @@ TEST(MpiCollectives, TimeoutWhenARankNeverJoins) {
   spora_comm_free(c);
 }
 
+// The defect this guards against: a collective abandoned by a timeout still
+// owns the buffers it was handed (MPI cannot cancel it), and used to get
+// them freed as the error unwound; when the late rank joined, MPI wrote the
+// result into memory the allocator had meanwhile given to new tensors. The
+// core now keeps an abandoned call's buffers forever (collective.cpp,
+// "quarantine"), so tensors made after the timeout keep their values.
+TEST(MpiCollectives, AbandonedBuffersAreNeverReusedByNewTensors) {
+  if (g_size < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr int64_t kN = 4096;
+  spora_communicator_t* c = nullptr;
+  OK(spora_comm_create(g_ctx, "mpi", g_rank, g_size, &c));
+  std::vector<char> mine = filled(SPORA_DTYPE_F32, kN, g_rank + 1);
+  spora_tensor_t* x = make(SPORA_DTYPE_F32, kN, &mine);
+  std::vector<spora_tensor_t*> fresh;
+  std::vector<char> pattern(kN * 4);
+  for (int64_t i = 0; i < kN; ++i) put(pattern, SPORA_DTYPE_F32, static_cast<size_t>(i), -7.0);
+  if (g_rank == 0) {
+    OK(spora_comm_set_timeout(c, 200));
+    EXPECT_EQ(spora_comm_all_reduce(c, x, x, SPORA_REDUCE_SUM), SPORA_ERROR_TIMEOUT);
+    spora_tensor_free(x);  // the user drops the tensor after the error
+    x = nullptr;
+    for (int k = 0; k < 8; ++k) fresh.push_back(make(SPORA_DTYPE_F32, kN, &pattern));  // same size: reuse bait
+    OK(spora_comm_barrier(g_world));  // now rank 1 joins, completing the abandoned request
+  } else {
+    OK(spora_comm_barrier(g_world));
+    if (g_rank == 1) OK(spora_comm_all_reduce(c, x, x, SPORA_REDUCE_SUM));
+  }
+  OK(spora_comm_barrier(g_world));  // MPI progresses rank 0's abandoned request here
+  OK(spora_comm_barrier(g_world));
+  for (spora_tensor_t* t : fresh) {
+    EXPECT_EQ(read(t, kN * 4), pattern) << "a tensor made after the timeout was overwritten by the late all_reduce";
+    spora_tensor_free(t);
+  }
+  if (x) spora_tensor_free(x);
+  spora_comm_free(c);
+}
+
 // comm_abort from another thread ends a wait that has no timeout.
 TEST(MpiCollectives, AbortFromAnotherThread) {
   if (g_size < 2) GTEST_SKIP() << "needs 2 ranks";
