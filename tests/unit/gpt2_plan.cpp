@@ -29,6 +29,7 @@
 #include "ir/graph.h"
 #include "ir/op.h"
 #include "ir/sharding.h"
+#include "parallel/pipeline_split.h"
 #include "parallel/search.h"
 #include "passes/recompute.h"
 #include "parallel/strategy.h"
@@ -72,20 +73,28 @@ struct Step {
   double params = 0;
 };
 
-// One AdamW training step: embedding (wte, wpe) + N pre-LN blocks + final LN
-// + LM head tied to wte + mean cross-entropy; gradients by autodiff; one
-// adam_update (decoupled) over every parameter with m and v as weights.
-// `recompute`: each block is one recomputed region (Cell.recompute() on
-// every block, passes/recompute.h): its activations are computed again in
-// the backward pass instead of kept; only the block's output stays.
-Step gpt2_step(const GptConfig& c, bool recompute = false) {
-  const int64_t b = kBatch, s = kSeq, d = c.d_model, h = c.heads, dh = d / h, v = kVocab;
+// The forward graph of one (micro-)batch of `batch` sequences, output 0 the
+// scalar loss: embedding (wte, wpe) + N pre-LN blocks + final LN + LM head +
+// mean cross-entropy. `recompute`: each block is one recomputed region
+// (Cell.recompute() on every block, passes/recompute.h). `untied`: the LM
+// head reads its own copy `lm_head` of wte (what a pipeline needs when the
+// embedding and the head run in different stages: Megatron-LM keeps such a
+// copy in the last stage and sums the two gradients once per step).
+struct Forward {
   ir::Graph f;
+  std::vector<int32_t> params;                     // weight node ids, in creation order
+  std::vector<std::pair<int64_t, int64_t>> blocks; // each block's op node ids [first, end)
+};
+
+Forward gpt2_forward(const GptConfig& c, int64_t batch, bool recompute, bool untied) {
+  const int64_t b = batch, s = kSeq, d = c.d_model, h = c.heads, dh = d / h, v = kVocab;
+  Forward out;
+  ir::Graph& f = out.f;
   const ir::Value ids = f.add_input("ids", SPORA_DTYPE_I32, shp({b, s}));
   const ir::Value targets = f.add_input("targets", SPORA_DTYPE_I32, shp({b * s}));
   const ir::Value mask = f.add_input("causal_mask", kDt, shp({s, s}));  // 0 / -inf, fed whole
   const ir::Value scale = f.add_input("attn_scale", kDt, shp({}));
-  std::vector<int32_t> params;
+  std::vector<int32_t>& params = out.params;
   auto weight = [&](const std::string& n, Shape sh) {
     const ir::Value w = f.add_weight(n, kDt, sh);
     params.push_back(w.node);
@@ -121,11 +130,14 @@ Step gpt2_step(const GptConfig& c, bool recompute = false) {
     x = op("add", {x, linear(merged, p + ".o", d, d)});
     const ir::Value m_in = ln(x, p + ".ln2");
     x = op("add", {x, linear(op("gelu", {linear(m_in, p + ".fc1", d, 4 * d)}), p + ".fc2", 4 * d, d)});
-    if (recompute) passes::mark_recompute(f, first, static_cast<int32_t>(f.nodes().size()), 2 + l);
+    const auto end = static_cast<int32_t>(f.nodes().size());
+    if (recompute) passes::mark_recompute(f, first, end, 2 + l);
+    out.blocks.push_back({first, end});
   }
   Attrs tb;
   tb.set("transpose_b", AttrValue::of_bool(true));
-  const ir::Value logits = f.add_op("matmul", {ln(x, "lnf"), wte}, tb)[0];
+  const ir::Value head = untied ? weight("lm_head", shp({v, d})) : wte;
+  const ir::Value logits = f.add_op("matmul", {ln(x, "lnf"), head}, tb)[0];
   // The mean over tokens as sum x 1/(b*s): cross_entropy's rule keeps a
   // batch split only for reduction "sum" (a partial sum) or "none"; "mean"
   // would gather the (b*s, vocab) logits on every device.
@@ -133,21 +145,23 @@ Step gpt2_step(const GptConfig& c, bool recompute = false) {
   sum.set("reduction", AttrValue::of_string("sum"));
   const ir::Value inv_tokens = f.add_input("inv_tokens", kDt, shp({}));
   f.set_outputs({op("mul", {f.add_op("cross_entropy", {logits, targets}, sum)[0], inv_tokens})});
+  return out;
+}
 
-  Step st;
-  st.g = autodiff::value_and_grad(f, params, 0);
-  if (recompute) passes::recompute(st.g);  // before the updates: output 0 is the loss
-  ir::Graph& g = st.g;
-  // One adam_update per parameter (an op takes at most SPORA_MAX_OP_INPUTS
-  // inputs; per-parameter updates also let each take its own layout).
+// Appends one adam_update (decoupled AdamW) per parameter to g: params[i]
+// (weight nodes of g) updated by grads[i], m and v new weights; the graph's
+// outputs become `keep` followed by every updated tensor, each tied to its
+// weight in `ties`. (An op takes at most SPORA_MAX_OP_INPUTS inputs;
+// per-parameter updates also let each take its own layout.)
+void append_adamw(ir::Graph& g, const std::vector<int32_t>& params, const std::vector<ir::Value>& grads,
+                  std::vector<ir::Value> keep, std::map<size_t, std::string>& ties) {
   const ir::Value lr = g.add_input("lr", SPORA_DTYPE_F32, shp({}));
   const ir::Value step = g.add_input("step", SPORA_DTYPE_F32, shp({}));
   const ir::Value gscale = g.add_input("grad_scale", SPORA_DTYPE_F32, shp({}));
   Attrs adamw;
   adamw.set("decoupled", AttrValue::of_bool(true));
   adamw.set("weight_decay", AttrValue::of_float(0.1));
-  std::vector<ir::Value> outs = {g.outputs()[0]};
-  const std::vector<ir::Value> grads(g.outputs().begin() + 1, g.outputs().end());
+  std::vector<ir::Value> outs = std::move(keep);
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string name = g.node(params[i]).name;
     const Shape sh = g.node(params[i]).outputs[0].shape;
@@ -156,12 +170,23 @@ Step gpt2_step(const GptConfig& c, bool recompute = false) {
         g.add_op("adam_update", {lr, step, gscale, ir::Value{params[i], 0}, grads[i], m, v}, adamw);
     const std::string tied[3] = {name, "m." + name, "v." + name};
     for (int k = 0; k < 3; ++k) {
-      st.ties[outs.size()] = tied[k];
+      ties[outs.size()] = tied[k];
       outs.push_back(upd[static_cast<size_t>(k)]);
     }
   }
   g.set_outputs(outs);
-  for (int32_t w : params) st.params += static_cast<double>(g.node(w).outputs[0].shape.numel());
+}
+
+// One AdamW training step of the whole batch: the forward graph above (LM
+// head tied to wte), gradients by autodiff, the updates.
+Step gpt2_step(const GptConfig& c, bool recompute = false) {
+  const Forward fw = gpt2_forward(c, kBatch, recompute, false);
+  Step st;
+  st.g = autodiff::value_and_grad(fw.f, fw.params, 0);
+  if (recompute) passes::recompute(st.g);  // before the updates: output 0 is the loss
+  const std::vector<ir::Value> grads(st.g.outputs().begin() + 1, st.g.outputs().end());
+  append_adamw(st.g, fw.params, grads, {st.g.outputs()[0]}, st.ties);
+  for (int32_t w : fw.params) st.params += static_cast<double>(st.g.node(w).outputs[0].shape.numel());
   return st;
 }
 
@@ -183,8 +208,12 @@ parallel::StartPlan hand_plan(const ir::Graph& g, const parallel::Mesh& mesh, co
 
 TensorLayout batch_over_dp(const std::string& name, const Shape& s, const parallel::Mesh& m) {
   TensorLayout l = TensorLayout::replicated(s.rank);
-  // Axis 0 is dp in both hand meshes (of size 1 on a (1, 8) mesh: nothing to split).
-  if ((name == "ids" || name == "targets") && m.shape[0] > 1) l.dims[0] = 0;
+  // Axis 0 is dp in both hand meshes (of size 1 on a (1, 8) mesh: nothing to
+  // split). A pipeline stage's received activations and cotangents are
+  // (tokens, d): split by tokens like the batch.
+  const bool batch = name == "ids" || name == "targets" || name.rfind("pipe_recv", 0) == 0 ||
+                     name.rfind("pipe_grad", 0) == 0;
+  if (batch && s.rank >= 1 && m.shape[0] > 1 && s.dims[0] % m.shape[0] == 0) l.dims[0] = 0;
   return l;
 }
 
@@ -218,9 +247,11 @@ TensorLayout megatron(const std::string& name0, const Shape& s, const parallel::
 // by vocabulary rows over mp; the embedding's rule gathers it, the head's
 // logits come out split by class, and cross_entropy (class dim whole)
 // gathers them (Megatron's fused vocab-parallel loss has no rule here).
-TensorLayout megatron_vocab(const std::string& name, const Shape& s, const parallel::Mesh& m) {
-  TensorLayout l = megatron(name, s, m);
-  if (name == "wte" || name == "m.wte" || name == "v.wte") l.dims[0] = 1;
+TensorLayout megatron_vocab(const std::string& name0, const Shape& s, const parallel::Mesh& m) {
+  TensorLayout l = megatron(name0, s, m);
+  const bool state = name0.rfind("m.", 0) == 0 || name0.rfind("v.", 0) == 0;
+  const std::string name = state ? name0.substr(2) : name0;
+  if (name == "wte" || name == "lm_head") l.dims[0] = 1;
   return l;
 }
 
@@ -388,6 +419,319 @@ std::vector<Row> hand_rows(const Step& st, int64_t devices, const std::string& s
   return rows;
 }
 
+// ---- pipelined plans (issue 16 line 4; docs/parallel.md "Pipelined plans") ----
+//
+// The runtime's pipeline (frontends/python/spora/_pipeline.py): each stage
+// runs, per micro-batch, its forward graph, then its backward graph, which
+// recomputes the stage's forward from the stage's inputs and returns the
+// gradients of what it received and of its weights; the gradients are
+// accumulated over the M micro-batches and the optimizer runs once. Each
+// stage here is one graph: the stage's backward graph (parallel::pipeline_stage)
+// followed by its AdamW updates, searched on the stage's own mesh of
+// devices/p devices. From that one plan:
+//   forward step  = the ops of the backward graph's forward prefix (node ids
+//                   are kept by autodiff, so the prefix is the forward graph)
+//   backward step = every op but the updates
+//   once per step = the updates (compute and the moves into them) and every
+//                   move of a value on its way to them only (a weight's
+//                   gradient: the data-parallel reduction of the accumulated
+//                   gradient, wherever the plan puts it)
+
+struct StagePlan {
+  std::string mesh, origin;
+  double t_fwd = 0, t_bwd = 0, t_once = 0;  // seconds: per micro-batch, per micro-batch, per step
+  double send = 0, send_grad = 0;  // seconds per micro-batch: activation to the next stage, gradient to the previous
+  double embed_bytes = 0;          // per device: wte's (stage 0) or lm_head's (last stage) gradient
+  double weights = 0, accum = 0, activations = 0, inflight = 0, memory = 0;  // bytes per device
+  bool fits = false;
+  double secs = 0;
+  int searches = 0;
+  double order(int64_t slots) const { return static_cast<double>(slots) * (t_fwd + t_bwd + send + send_grad) + t_once; }
+};
+
+// The layout `v` (an input of g) is first read in, in plan r (replicated when
+// no op reads it).
+TensorLayout first_use(const ir::Graph& g, const parallel::SearchResult& r, int32_t v) {
+  for (const parallel::NodeChoice& n : r.nodes) {
+    const ir::Node& node = g.node(n.node);
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i].node == v && i < n.in.size()) return n.in[i];
+  }
+  return TensorLayout::replicated(g.node(v).outputs[0].shape.rank);
+}
+
+// Seconds to send value v (as plan r leaves it) to the neighbouring stage:
+// each device sends its own part to its counterpart over its inter-node
+// link (stages are on different nodes: a stage has >= 8 devices); a partial
+// sum is reduced within the stage first.
+double send_time(const ir::Graph& g, const parallel::SearchResult& r, const std::map<int32_t, size_t>& at,
+                 ir::Value v, const parallel::CostModel& cm, const parallel::Link& link) {
+  const auto it = at.find(v.node);
+  if (it == at.end()) fail(Code::kInternal, "[bench_gpt2_plan] no plan for node {}", v.node);
+  const TensorLayout& l = r.nodes[it->second].out[static_cast<size_t>(v.index)];
+  TensorLayout whole_sum = l;
+  whole_sum.partial = 0;
+  const TensorMeta& m = g.meta(v);
+  const double reduce = l.partial ? cm.redistribute(m, l, whole_sum) : 0;
+  return reduce + link.latency + cm.local_bytes(m, whole_sum) / link.bandwidth;
+}
+
+// Stage k of p of forward graph fw (one micro-batch), planned on `devices`
+// devices, with `in_flight` micro-batches' inputs kept (1F1B: p - k); of its
+// two meshes the fitting one, then the faster over `slots` (M + p - 1)
+// micro-batch slots and the updates.
+StagePlan plan_stage(const Forward& fw, const std::vector<parallel::StageMark>& marks, int32_t p, int32_t k,
+                     bool rc, int64_t devices, int64_t in_flight, int64_t slots, bool detail) {
+  const parallel::PipelineStage ps = parallel::pipeline_stage(fw.f, p, k, marks);
+  const bool last = k == p - 1;
+  if (ps.send.size() > 1 || ps.recv.size() > 1)
+    fail(Code::kInternal, "[bench_gpt2_plan] stage {} sends {} and receives {} values; cuts between blocks pass one",
+         k, ps.send.size(), ps.recv.size());
+  ir::Graph g = ps.backward;
+  // The backward graph's inputs are the forward's plus one cotangent per
+  // sent value (after the received values, before the weights), so the
+  // forward's op ids are shifted by that count.
+  const auto ncot = static_cast<int32_t>(ps.send.size());
+  const auto fwd_nodes = static_cast<int32_t>(ps.forward.nodes().size()) + ncot;
+  ir::Value sent;
+  if (!last) {
+    const ir::Value fo = ps.forward.outputs()[0];
+    sent = {fo.node + ncot, fo.index};
+    const ir::Node &a = ps.forward.node(fo.node), &b = g.node(sent.node);
+    if (a.kind != b.kind || a.op != b.op || a.outputs[0].shape != b.outputs[0].shape)
+      fail(Code::kInternal, "[bench_gpt2_plan] stage {}: the sent value is not node {} of the backward graph", k,
+           sent.node);
+  }
+  if (rc) {
+    // The blocks' recompute marks came along with the ops. The forward pass
+    // ends at the loss (last stage) or at the sent value: make it output 0
+    // for the pass, then drop it again.
+    if (last) {
+      passes::recompute(g);
+    } else {
+      std::vector<ir::Value> outs = g.outputs();
+      outs.insert(outs.begin(), sent);
+      g.set_outputs(outs);
+      passes::recompute(g);
+      outs = g.outputs();
+      sent = outs[0];
+      outs.erase(outs.begin());
+      g.set_outputs(outs);
+    }
+  }
+  // Outputs: (last: the loss,) the received value's gradient (k > 0), the
+  // weights' gradients in ps.weights order.
+  const size_t lead = (last ? 1 : 0) + (k > 0 ? 1 : 0);
+  if (g.outputs().size() != lead + ps.weights.size())
+    fail(Code::kInternal, "[bench_gpt2_plan] stage {}: {} backward outputs for {} weights", k, g.outputs().size(),
+         ps.weights.size());
+  const ir::Value recv_grad = k > 0 ? g.outputs()[last ? 1 : 0] : ir::Value{};
+  std::vector<int32_t> params;
+  for (const std::string& w : ps.weights)
+    for (int32_t id : g.weights())
+      if (g.node(id).name == w) params.push_back(id);
+  const std::vector<ir::Value> grads(g.outputs().begin() + static_cast<std::ptrdiff_t>(lead), g.outputs().end());
+  std::map<size_t, std::string> ties;
+  append_adamw(g, params, grads, {}, ties);
+
+  // Ops of the backward pass whose results reach nothing but the updates
+  // (a weight's gradient and what is made of it on the way).
+  std::vector<std::vector<int32_t>> readers(g.nodes().size());
+  for (size_t id = 0; id < g.nodes().size(); ++id)
+    for (ir::Value v : g.node(static_cast<int32_t>(id)).inputs)
+      readers[static_cast<size_t>(v.node)].push_back(static_cast<int32_t>(id));
+  std::vector<bool> is_output(g.nodes().size(), false), grad_only(g.nodes().size(), false);
+  for (ir::Value v : g.outputs()) is_output[static_cast<size_t>(v.node)] = true;
+  for (size_t id = g.nodes().size(); id-- > static_cast<size_t>(fwd_nodes);) {
+    const ir::Node& nd = g.node(static_cast<int32_t>(id));
+    if (nd.kind != ir::NodeKind::kApply) continue;
+    if (nd.op->name == "adam_update") {
+      grad_only[id] = true;
+      continue;
+    }
+    bool only = !readers[id].empty() && !is_output[id];
+    for (int32_t r : readers[id]) only = only && grad_only[static_cast<size_t>(r)];
+    grad_only[id] = only;
+  }
+
+  // What stays across micro-batches: their inputs (ids, targets, the
+  // received activation), whole before the search, as each is read after it.
+  std::vector<int32_t> kept_inputs;
+  double kept_whole = 0;
+  for (int32_t id : g.inputs()) {
+    const std::string& n = g.node(id).name;
+    if (n == "ids" || n == "targets" || n.rfind("pipe_recv", 0) == 0) {
+      kept_inputs.push_back(id);
+      kept_whole += static_cast<double>(g.node(id).outputs[0].shape.numel()) * dtype_size(g.node(id).outputs[0].dtype);
+    }
+  }
+  StagePlan best;
+  bool have = false;
+  for (int mi = 0; mi < 2; ++mi) {
+    parallel::SearchOptions o = mi == 0 ? cluster({devices / 8, 8}, {"dp", "mp"}) : cluster({devices}, {"all"});
+    o.ties = ties;
+    if (mi == 0)
+      o.starts = {hand_plan(g, o.mesh, "data parallel over dp", batch_over_dp, all_replicated),
+                  hand_plan(g, o.mesh, "megatron", batch_over_dp, megatron),
+                  hand_plan(g, o.mesh, "megatron vocab-split", batch_over_dp, megatron_vocab)};
+    else
+      o.starts = {hand_plan(g, o.mesh, "data parallel", batch_over_dp, all_replicated)};
+    const parallel::CostModel cm(o.mesh.shape, o.device, o.topology);
+    // The search's limit leaves room for the other in-flight inputs; if the
+    // gradient accumulators then overflow, search again with that much less.
+    double limit = 80e9 - static_cast<double>(in_flight - 1) * kept_whole / static_cast<double>(devices);
+    StagePlan sp;
+    for (int pass = 0; pass < 2; ++pass) {
+      o.memory_limit = limit;
+      const auto t0 = std::chrono::steady_clock::now();
+      const parallel::SearchResult r = parallel::search(g, o);
+      sp = StagePlan{};
+      sp.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      sp.searches = pass + 1;
+      sp.mesh = mi == 0 ? "(dp, mp)" : "1-D";
+      sp.origin = r.origin;
+      std::map<int32_t, size_t> at;
+      for (size_t i = 0; i < r.nodes.size(); ++i) at[r.nodes[i].node] = i;
+      for (const parallel::NodeChoice& n : r.nodes) {
+        if (n.node < fwd_nodes) sp.t_fwd += n.compute + n.comm;
+        if (n.op == "adam_update") {
+          sp.t_once += n.compute + n.comm;
+          continue;
+        }
+        // Moves of a gradient on its way to the update (a partial sum
+        // reduced, reduce-scattered, ...): once per step, on the
+        // accumulated gradient.
+        const ir::Node& u = g.node(n.node);
+        for (size_t i = 0; i < u.inputs.size() && i < n.in.size(); ++i) {
+          const ir::Value v = u.inputs[i];
+          const auto it = at.find(v.node);
+          if (!grad_only[static_cast<size_t>(v.node)] || it == at.end()) continue;
+          sp.t_once += cm.redistribute(g.meta(v), r.nodes[it->second].out[static_cast<size_t>(v.index)], n.in[i]);
+        }
+      }
+      sp.t_bwd = r.step_time - sp.t_once;
+      if (!last) sp.send = send_time(g, r, at, sent, cm, o.topology.inter);
+      if (k > 0) sp.send_grad = send_time(g, r, at, recv_grad, cm, o.topology.inter);
+      for (int32_t id : params) {
+        const std::string& n = g.node(id).name;
+        const double b = cm.local_bytes(g.node(id).outputs[0], r.weights.at(n));
+        sp.accum += b;  // the gradient accumulated over the micro-batches, laid out as its weight
+        if (n == "wte" || n == "lm_head") sp.embed_bytes = b;
+      }
+      for (int32_t id : kept_inputs)
+        sp.inflight += static_cast<double>(in_flight - 1) * cm.local_bytes(g.node(id).outputs[0], first_use(g, r, id));
+      sp.weights = r.weight_bytes;
+      sp.activations = r.activation_bytes;
+      sp.memory = sp.weights + sp.accum + sp.activations + sp.inflight;
+      sp.fits = sp.memory <= 80e9;
+      if (sp.fits || !r.fits) break;
+      limit -= (sp.memory - 80e9) * 1.02;
+      if (limit <= 0) break;
+    }
+    if (detail)
+      std::printf("    stage %d/%d %s %lld dev (from %s): fwd %.4f bwd %.4f s/micro-batch, once %.4f s, send %.4f + "
+                  "%.4f s; memory %.1f GB = weights+Adam %.1f + grad accum %.1f + activations %.1f + in flight %.1f "
+                  "(%.2f s)\n",
+                  k, p, sp.mesh.c_str(), static_cast<long long>(devices), sp.origin.c_str(), sp.t_fwd, sp.t_bwd,
+                  sp.t_once, sp.send, sp.send_grad, sp.memory / 1e9, sp.weights / 1e9, sp.accum / 1e9,
+                  sp.activations / 1e9, sp.inflight / 1e9, sp.secs);
+    const double secs = best.secs + sp.secs;
+    const int searches = best.searches + sp.searches;
+    const bool better = !have || (sp.fits != best.fits ? sp.fits
+                                                       : (sp.fits ? sp.order(slots) < best.order(slots)
+                                                                  : sp.memory < best.memory));
+    if (better) best = sp;
+    best.secs = secs;
+    best.searches = searches;
+    have = true;
+  }
+  return best;
+}
+
+struct PipeRow {
+  int32_t p = 1;
+  int64_t m = 1;
+  bool rc = false;
+  double step = 0, slot = 0, p2p = 0, once = 0, sync = 0, bubble = 0, memory = 0, secs = 0;
+  bool fits = false;
+  std::string meshes;
+};
+
+// The pipelined plan with p stages of devices/p devices and M micro-batches
+// under 1F1B:
+//   step   = (M + p - 1) x (slowest stage's forward + backward per micro-batch
+//            + the slowest boundary's activation and gradient transfers)
+//            + the slowest stage's once-per-step updates (with the gradient
+//            reduction) + the wte / lm_head gradient sum between stage 0
+//            and the last stage (an all_reduce of 2 over the inter-node link)
+//   bubble = (p - 1) / (M + p - 1)
+//   memory = max over stages of weights + Adam state + gradient
+//            accumulators + the peak of one micro-batch's backward graph
+//            + the inputs of the other min(p - k, M) - 1 micro-batches in flight.
+// Stages 1..p-2 are the same graph up to names: stage 1 stands for them
+// (it keeps the most micro-batches in flight).
+PipeRow pipelined(const GptConfig& c, int64_t devices, int32_t p, int64_t m, bool rc, bool detail) {
+  PipeRow row;
+  row.p = p;
+  row.m = m;
+  row.rc = rc;
+  const Forward fw = gpt2_forward(c, kBatch / m, rc, true);
+  const int per = c.layers / p;
+  const auto n = static_cast<int64_t>(fw.f.nodes().size());
+  std::vector<parallel::StageMark> marks;
+  for (int32_t j = 0; j < p; ++j)
+    marks.push_back({j == 0 ? 0 : fw.blocks[static_cast<size_t>(j * per)].first,
+                     j == p - 1 ? n : fw.blocks[static_cast<size_t>((j + 1) * per)].first, j});
+  std::vector<int32_t> ks = {0};
+  if (p > 2) ks.push_back(1);
+  ks.push_back(p - 1);
+  const int64_t stage_devices = devices / p;
+  double send = 0, send_grad = 0, embed = 0;
+  for (int32_t k : ks) {
+    const StagePlan sp = plan_stage(fw, marks, p, k, rc, stage_devices, std::min<int64_t>(p - k, m), m + p - 1, detail);
+    row.slot = std::max(row.slot, sp.t_fwd + sp.t_bwd);
+    row.once = std::max(row.once, sp.t_once);
+    send = std::max(send, sp.send);
+    send_grad = std::max(send_grad, sp.send_grad);
+    embed = std::max(embed, sp.embed_bytes);
+    row.memory = std::max(row.memory, sp.memory);
+    row.secs += sp.secs;
+    row.meshes += (row.meshes.empty() ? "" : ", ") + sp.mesh;
+  }
+  const parallel::Link inter = cluster({1}, {"x"}).topology.inter;
+  row.p2p = send + send_grad;
+  row.sync = 2 * inter.latency + embed / inter.bandwidth;
+  row.bubble = static_cast<double>(p - 1) / static_cast<double>(m + p - 1);
+  row.step = static_cast<double>(m + p - 1) * (row.slot + row.p2p) + row.once + row.sync;
+  row.fits = row.memory <= 80e9;
+  std::printf("  %-22s step %9.3f s  per micro-batch %.4f + p2p %.4f s, once %.4f + wte sync %.4f s, bubble %.3f  "
+              "memory %7.1f GB (%s)  %6.2f s, stage meshes %s\n",
+              ("pipeline p" + std::to_string(p) + " M" + std::to_string(m) + (rc ? " +rc" : "")).c_str(), row.step,
+              row.slot, row.p2p, row.once, row.sync, row.bubble, row.memory / 1e9, row.fits ? "fits" : "over",
+              row.secs, row.meshes.c_str());
+  std::fflush(stdout);
+  return row;
+}
+
+// The pipeline degrees p in {2, 4, 8} dividing the layers and the devices
+// with >= 8 devices per stage, each with M = 4p micro-batches (halved while
+// a micro-batch does not divide over the stage's dp axis), without
+// recomputation and -- only when that does not fit -- with it (it adds
+// compute, so it cannot be faster when the plan fits without it).
+std::vector<PipeRow> pipelined_rows(const GptConfig& c, int64_t devices, bool detail) {
+  std::vector<PipeRow> rows;
+  for (int32_t p : {2, 4, 8}) {
+    if (c.layers % p != 0 || devices % p != 0 || devices / p < 8) continue;
+    const int64_t dp = devices / p / 8;
+    int64_t m = 4 * p;
+    while (m > p && (kBatch % m != 0 || (kBatch / m) % dp != 0)) m /= 2;
+    PipeRow r = pipelined(c, devices, p, m, false, detail);
+    if (!r.fits) r = pipelined(c, devices, p, m, true, detail);
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 void bench(const GptConfig& c, int64_t devices, bool detail) {
   const auto t0 = std::chrono::steady_clock::now();
   const Step st = gpt2_step(c), rc = gpt2_step(c, true);
@@ -419,6 +763,28 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
       fit_name = r.plan;
     }
   }
+  // Pipelined plans: options beside the whole-step plans; the planner keeps
+  // the best fitting of them all.
+  const std::vector<PipeRow> pipes = pipelined_rows(c, devices, detail);
+  const PipeRow* best_pipe = nullptr;
+  for (const PipeRow& r : pipes)
+    if (!best_pipe || (r.fits != best_pipe->fits ? r.fits : (r.fits ? r.step < best_pipe->step : r.memory < best_pipe->memory)))
+      best_pipe = &r;
+  const bool take_pipe = best_pipe && (best_pipe->fits != best.fits ? best_pipe->fits
+                                                                     : (best.fits ? best_pipe->step < best.step
+                                                                                  : best_pipe->memory < best.memory));
+  double pipe_secs = 0;
+  for (const PipeRow& r : pipes) pipe_secs += r.secs;
+  if (best_pipe)
+    std::printf(" PIPELINE %s %lld: best p%d M%lld%s %.3f s %.1f GB %s bubble %.3f (%zu degrees, search %.2f s) | "
+                "planner: %s %.3f s %.1f GB\n",
+                c.name, static_cast<long long>(devices), best_pipe->p, static_cast<long long>(best_pipe->m),
+                best_pipe->rc ? " +rc" : "", best_pipe->step, best_pipe->memory / 1e9, best_pipe->fits ? "fits" : "over",
+                best_pipe->bubble, pipes.size(), pipe_secs, take_pipe ? "pipelined" : "whole step",
+                take_pipe ? best_pipe->step : best.step, (take_pipe ? best_pipe->memory : best.memory) / 1e9);
+  else
+    std::printf(" PIPELINE %s %lld: none (needs >= 8 devices per stage and p | layers)\n", c.name,
+                static_cast<long long>(devices));
   std::printf(" RESULT %s %lld: searched [%s, %s, from %s] %.3f s %.1f GB %s (no limit %.3f s) | best hand %.3f s, "
               "best fitting hand %s%s | search %.2f + %.2f s\n\n",
               c.name, static_cast<long long>(devices), best.plan.c_str(), plain.fits || rec.fits ? "fits" : "over",
