@@ -25,4 +25,9 @@ int bench(int argc, char** argv);
 // graph as IR text or Graphviz dot.
 int ir(int argc, char** argv);
 
+// spora launch -n N [--hosts ...] [--mpirun PATH] -- PROGRAM [ARGS...]: N
+// ranks over Open MPI's mpirun, each line prefixed "[rank R] "; exits with
+// the first failing rank's status, naming it. (--worker: one rank's side.)
+int launch(int argc, char** argv);
+
 }  // namespace spora::cli

@@ -23,6 +23,8 @@ void usage(FILE* f) {
                "  bench <model> [--batch N]   time runs: warm-up, min, median, p90\n"
                "  ir dump|view <model>        the graph as IR text or Graphviz dot,\n"
                "                              [--after-passes O1|O2]\n"
+               "  launch -n N -- PROGRAM ...  start N ranks over mpirun, output prefixed by rank;\n"
+               "                              exits naming the first rank that failed (launch --help)\n"
                "  version                     print the library version\n"
                "\n"
                "environment: SPORA_PLUGIN_PATH (extra plugin dirs), SPORA_LOG_LEVEL\n");
@@ -41,6 +43,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(argv[1], "run")) return spora::cli::run(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "bench")) return spora::cli::bench(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "ir")) return spora::cli::ir(argc - 2, argv + 2);
+    if (!std::strcmp(argv[1], "launch")) return spora::cli::launch(argc - 2, argv + 2);
     if (!std::strcmp(argv[1], "version")) {
       int32_t a, b, c;
       spora::check(spora_version(&a, &b, &c));
