@@ -12,6 +12,7 @@
 //   build/bin/bench_gpt2_plan                     every model on 8, 64, 1024 devices
 //   build/bin/bench_gpt2_plan small 8             one model, one device count
 //   build/bin/bench_gpt2_plan --detail xl 1024    also print the searched plan's ops
+//   build/bin/bench_gpt2_plan --all small 64      pipelined plans also with recomputation when they fit without
 //
 // The cluster (each figure's source is in docs/parallel.md, "Planning past
 // this machine"): H100 SXM, 989e12 flop/s dense bf16, 3.35e12 B/s HBM3,
@@ -717,22 +718,28 @@ PipeRow pipelined(const GptConfig& c, int64_t devices, int32_t p, int64_t m, boo
 // with >= 8 devices per stage, each with M = 4p micro-batches (halved while
 // a micro-batch does not divide over the stage's dp axis), without
 // recomputation and -- only when that does not fit -- with it (it adds
-// compute, so it cannot be faster when the plan fits without it).
-std::vector<PipeRow> pipelined_rows(const GptConfig& c, int64_t devices, bool detail) {
+// compute, so it cannot be faster when the plan fits without it; `all`:
+// with it too).
+std::vector<PipeRow> pipelined_rows(const GptConfig& c, int64_t devices, bool detail, bool all) {
   std::vector<PipeRow> rows;
   for (int32_t p : {2, 4, 8}) {
     if (c.layers % p != 0 || devices % p != 0 || devices / p < 8) continue;
     const int64_t dp = devices / p / 8;
     int64_t m = 4 * p;
     while (m > p && (kBatch % m != 0 || (kBatch / m) % dp != 0)) m /= 2;
-    PipeRow r = pipelined(c, devices, p, m, false, detail);
-    if (!r.fits) r = pipelined(c, devices, p, m, true, detail);
-    rows.push_back(r);
+    const PipeRow plain = pipelined(c, devices, p, m, false, detail);
+    if (plain.fits && !all) {
+      rows.push_back(plain);
+      continue;
+    }
+    const PipeRow rec = pipelined(c, devices, p, m, true, detail);
+    const bool take_rec = rec.fits != plain.fits ? rec.fits : (rec.fits ? rec.step < plain.step : rec.memory < plain.memory);
+    rows.push_back(take_rec ? rec : plain);
   }
   return rows;
 }
 
-void bench(const GptConfig& c, int64_t devices, bool detail) {
+void bench(const GptConfig& c, int64_t devices, bool detail, bool all) {
   const auto t0 = std::chrono::steady_clock::now();
   const Step st = gpt2_step(c), rc = gpt2_step(c, true);
   const double build = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -765,7 +772,7 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
   }
   // Pipelined plans: options beside the whole-step plans; the planner keeps
   // the best fitting of them all.
-  const std::vector<PipeRow> pipes = pipelined_rows(c, devices, detail);
+  const std::vector<PipeRow> pipes = pipelined_rows(c, devices, detail, all);
   const PipeRow* best_pipe = nullptr;
   for (const PipeRow& r : pipes)
     if (!best_pipe || (r.fits != best_pipe->fits ? r.fits : (r.fits ? r.step < best_pipe->step : r.memory < best_pipe->memory)))
@@ -796,11 +803,13 @@ void bench(const GptConfig& c, int64_t devices, bool detail) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool detail = false;
+  bool detail = false, all = false;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--detail")
       detail = true;
+    else if (std::string(argv[i]) == "--all")
+      all = true;
     else
       args.push_back(argv[i]);
   }
@@ -814,7 +823,7 @@ int main(int argc, char** argv) {
           std::fprintf(stderr, "device count must be a multiple of 8, got %lld\n", static_cast<long long>(n));
           return 2;
         }
-        bench(c, n, detail);
+        bench(c, n, detail, all);
       }
     }
   } catch (const spora::Error& e) {
