@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -80,6 +81,37 @@ bool pump(int fd, FILE* out, const std::string& prefix, std::string& pending) {
   return true;
 }
 
+struct Failure {
+  int64_t t = 0;
+  int rank = -1, code = 0;
+  std::string how;
+};
+
+// The first rank that failed, from the workers' status files in `dir`
+// (removed with the directory when `consume`).
+Failure first_failure(const std::string& dir, bool consume) {
+  Failure first;
+  DIR* d = opendir(dir.c_str());
+  if (!d) return first;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, "rank-", 5) != 0) continue;
+    std::ifstream f(dir + "/" + e->d_name);
+    Failure x;
+    x.rank = std::atoi(e->d_name + 5);
+    f >> x.t >> x.code;
+    std::getline(f, x.how);
+    if (!x.how.empty() && x.how[0] == ' ') x.how.erase(0, 1);
+    if (f && (first.rank < 0 || x.t < first.t)) first = x;
+    if (consume) std::remove((dir + "/" + e->d_name).c_str());
+  }
+  closedir(d);
+  if (consume) rmdir(dir.c_str());
+  return first;
+}
+
+volatile sig_atomic_t g_stop = 0;  // the launcher (mpirun) is stopping this rank
+void on_stop(int) { g_stop = 1; }
+
 // Worker mode: this process is one rank started by mpirun (or srun).
 int worker(char** cmd) {
   const char* r = env_or("OMPI_COMM_WORLD_RANK", "SLURM_PROCID");
@@ -106,6 +138,8 @@ int worker(char** cmd) {
     return 1;
   }
   if (child == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive this worker
+    setpgid(0, 0);                     // mpirun's signals reach the worker, which decides
     dup2(out_pipe[1], 1);
     dup2(err_pipe[1], 2);
     close(out_pipe[0]);
@@ -118,12 +152,29 @@ int worker(char** cmd) {
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
-  // mpirun stops a job by signalling its processes: pass them on.
-  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, SIG_IGN);
+  // mpirun stops a job by signalling its processes (SIGTERM, then SIGKILL
+  // a moment later): say why at once, then stop the program.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, on_stop);
   const std::string prefix = "[rank " + std::to_string(rank) + "] ";
   std::string pend_out, pend_err;
   bool open_out = true, open_err = true;
+  const char* dir = std::getenv("SPORA_LAUNCH_DIR");
   while (open_out || open_err) {
+    if (g_stop) {
+      std::string because;
+      if (dir) {
+        const Failure other = first_failure(dir, false);
+        if (other.rank >= 0 && other.rank != rank)
+          because = ": rank " + std::to_string(other.rank) + " was lost first (it " + other.how + ")";
+      }
+      std::fprintf(stderr, "[spora launch] rank %d stopped by the launcher%s\n", rank, because.c_str());
+      std::fflush(stderr);
+      kill(-child, SIGKILL);
+      int st = 0;
+      while (waitpid(child, &st, 0) < 0 && errno == EINTR) {
+      }
+      return 128 + SIGTERM;
+    }
     pollfd fds[2] = {{open_out ? out_pipe[0] : -1, POLLIN, 0}, {open_err ? err_pipe[0] : -1, POLLIN, 0}};
     if (poll(fds, 2, 200) < 0 && errno != EINTR) break;
     if (open_out && (fds[0].revents & (POLLIN | POLLHUP))) open_out = pump(out_pipe[0], stdout, prefix, pend_out);
@@ -144,40 +195,21 @@ int worker(char** cmd) {
           strsignal(WTERMSIG(status)) + ")";
   }
   if (code != 0) {
-    std::fprintf(stderr, "[spora launch] rank %d %s\n", rank, how.c_str());
-    if (const char* dir = std::getenv("SPORA_LAUNCH_DIR")) {
+    // Failed on its own (a rank stopped by the launcher returned above),
+    // perhaps because another rank was lost first: name that rank too.
+    std::string because;
+    if (dir) {
+      const Failure other = first_failure(dir, false);
+      if (other.rank >= 0 && other.rank != rank)
+        because = "; rank " + std::to_string(other.rank) + " was lost first (it " + other.how + ")";
+    }
+    std::fprintf(stderr, "[spora launch] rank %d %s%s\n", rank, how.c_str(), because.c_str());
+    if (dir) {
       std::ofstream f(std::string(dir) + "/rank-" + std::to_string(rank));
       f << now_ns() << " " << code << " " << how << "\n";
     }
   }
   return code;
-}
-
-struct Failure {
-  int64_t t = 0;
-  int rank = -1, code = 0;
-  std::string how;
-};
-
-// The first rank that failed, from the workers' status files in `dir`.
-Failure first_failure(const std::string& dir) {
-  Failure first;
-  DIR* d = opendir(dir.c_str());
-  if (!d) return first;
-  while (dirent* e = readdir(d)) {
-    if (std::strncmp(e->d_name, "rank-", 5) != 0) continue;
-    std::ifstream f(dir + "/" + e->d_name);
-    Failure x;
-    x.rank = std::atoi(e->d_name + 5);
-    f >> x.t >> x.code;
-    std::getline(f, x.how);
-    if (!x.how.empty() && x.how[0] == ' ') x.how.erase(0, 1);
-    if (first.rank < 0 || x.t < first.t) first = x;
-    std::remove((dir + "/" + e->d_name).c_str());
-  }
-  closedir(d);
-  rmdir(dir.c_str());
-  return first;
 }
 
 pid_t g_mpirun = 0;
@@ -280,7 +312,7 @@ int launch(int argc, char** argv) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const Failure f = first_failure(dir);
+  const Failure f = first_failure(dir, true);
   if (f.rank >= 0) {
     std::fprintf(stderr, "spora launch: rank %d failed first: it %s; the job was stopped\n", f.rank, f.how.c_str());
     return f.code;

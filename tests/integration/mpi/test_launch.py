@@ -67,3 +67,49 @@ def test_a_missing_mpirun_says_what_to_install():
                        capture_output=True, text=True, timeout=30)
     assert r.returncode != 0
     assert "apt install openmpi-bin" in r.stderr, r.stderr
+
+
+TRAIN = """
+import os, signal, time
+import numpy as np
+import spora
+from spora import communication as comm, nn
+comm.init("mpi", timeout_ms=int(os.environ.get("T_MS", "5000")))
+spora.set_context(mode=spora.GRAPH_MODE)
+spora.set_auto_parallel_context(parallel_mode="data_parallel", gradients_mean=True)
+net = nn.Dense(16, 16)
+model = spora.train.Model(net, nn.MSELoss(), nn.SGD(net.trainable_params(), learning_rate=0.01))
+model._build()
+x = spora.Tensor(np.ones((8, 16), np.float32))
+for step in range(100000):
+    if step == 20 and comm.get_rank() == 1:
+        os.kill(os.getpid(), signal.SIGKILL)  # a rank dies mid-training
+    model._train_step(x, x).asnumpy()
+"""
+
+
+def test_killing_one_of_four_ranks_stops_the_others_naming_it():
+    """Issue 17 line 4: 1 of 4 data-parallel ranks is killed mid-step; the
+    other 3 end non-zero within the collective timeout + 10 s, each naming
+    the lost rank; nothing hangs and no process is left behind."""
+    import time
+    env = dict(os.environ, T_MS="5000")
+    t0 = time.monotonic()
+    r = subprocess.run([CLI, "launch", "-n", "4", "--", sys.executable, "-c", TRAIN], capture_output=True, text=True,
+                       timeout=120, env=env)
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 128 + 9, (r.stdout, r.stderr)
+    assert "spora launch: rank 1 failed first: it was killed by signal 9" in r.stderr, r.stderr
+    for rank in (0, 2, 3):
+        line = [ln for ln in r.stderr.splitlines() if ln.startswith(f"[spora launch] rank {rank} ")]
+        assert line and "rank 1 was lost first" in line[0], r.stderr
+    assert elapsed < 5 + 10 + 5, elapsed  # timeout + 10 s (+ start-up)
+    # The ranks' programs die with their workers (PR_SET_PDEATHSIG); give
+    # the kernel a moment to finish reaping them.
+    deadline = time.monotonic() + 5
+    while True:
+        left = subprocess.run(["pgrep", "-f", "a rank dies mid-training"], capture_output=True, text=True)
+        if not left.stdout.strip() or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert left.stdout.strip() == "", f"processes left behind: {left.stdout}"
