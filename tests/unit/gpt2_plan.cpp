@@ -8,6 +8,10 @@
 // sharding rules, the search) and benches may use only the public API.
 // The hand plans are written as a strategy on every op, so the same
 // search/cost model prices them (with their strategies kept as written).
+// Pipelined plans (issue 16 line 4; docs/parallel.md "Pipelined plans"):
+// p stages of devices/p devices, each stage's graphs cut by
+// parallel::pipeline_stage and searched on its own mesh, priced as a 1F1B
+// step of M micro-batches; the planner keeps the best fitting plan of all.
 //
 //   build/bin/bench_gpt2_plan                     every model on 8, 64, 1024 devices
 //   build/bin/bench_gpt2_plan small 8             one model, one device count
