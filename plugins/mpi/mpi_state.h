@@ -27,6 +27,11 @@ struct spora_comm {
   // Requests abandoned by a timeout or abort. MPI keeps writing into their
   // buffers if the peers ever arrive, so they are never freed or waited on.
   std::vector<MPI_Request> abandoned;
+  // The ring all-reduce's receive chunk, kept between calls (a fresh large
+  // allocation per call costs its page faults every time). Dropped, never
+  // freed, when a call is abandoned: MPI may still write it.
+  std::vector<char>* scratch = nullptr;
+  ~spora_comm() { delete scratch; }
 };
 
 namespace spora::mpi {
@@ -52,6 +57,13 @@ bool initialized();
 
 // The host's services, kept from entry (mpi_comm.cpp).
 extern const spora_host_t* g_host;
+
+// All-reduce of `count` elements in place in `buf` as a ring of
+// non-blocking sends and receives (mpi_ring.cpp), with wait's timeout and
+// abort semantics over the whole call; what all_reduce uses for large
+// buffers.
+spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t count, size_t esize, MPI_Datatype type,
+                                      MPI_Op op, const char* what, int64_t timeout_ms);
 
 // Reduction ops for 16-bit floats (created at initialize).
 void create_half_ops();
