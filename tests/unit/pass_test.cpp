@@ -27,7 +27,7 @@ TEST(Passes, PipelineHasLevelsAndOrder) {
   for (const auto& p : passes::pipeline(1)) names.push_back(p.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"shape_inference", "inline", "dce", "cse", "algebraic_simplify",
-                                      "constant_folding", "recompute", "epilogue_fusion"}));
+                                      "constant_folding", "recompute", "allreduce_fusion", "epilogue_fusion"}));
   ir::Graph g;
   EXPECT_THROW(passes::optimize(g, 7), Error);
 }

@@ -63,7 +63,8 @@ double CostModel::local_bytes(const TensorMeta& t, const TensorLayout& l) const 
   return b;
 }
 
-double CostModel::redistribute(const TensorMeta& t, const TensorLayout& from, const TensorLayout& to) const {
+double CostModel::redistribute(const TensorMeta& t, const TensorLayout& from, const TensorLayout& to,
+                               bool bucketed) const {
   if (from.rank() != to.rank() || from.rank() != t.shape.rank)
     fail(Code::kInternal, "[cost model] redistributing a rank-{} tensor between layouts of rank {} and {}",
          t.shape.rank, from.rank(), to.rank());
@@ -80,6 +81,11 @@ double CostModel::redistribute(const TensorMeta& t, const TensorLayout& from, co
     if (dim >= 0) {
       time += reduce_scatter(a, local_bytes(t, cur));
       cur.dims[static_cast<size_t>(dim)] = a;
+    } else if (bucketed && topology_.gradient_bucket_bytes > 0) {
+      // One bucket's all_reduce, this gradient's share of its latency.
+      const double bytes = local_bytes(t, cur);
+      const double share = std::min(1.0, bytes / topology_.gradient_bucket_bytes);
+      time += all_reduce(a, bytes) - (1 - share) * ring(a, 2, 0, 0);
     } else {
       time += all_reduce(a, local_bytes(t, cur));
     }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ir/op.h"
+#include "passes/allreduce_fusion.h"
 #include "ir/sharding.h"
 
 namespace spora::parallel {
@@ -33,6 +34,11 @@ struct Topology {
   int64_t devices_per_node = 8;
   Link intra{300e9, 2e-6};  // NVLink-class
   Link inter{25e9, 10e-6};  // InfiniBand-class, per device
+  // Gradient all-reduces feeding optimizer updates run in buckets of this
+  // many bytes (passes/allreduce_fusion.cpp; SPORA_ALLREDUCE_BUCKET_MB, the
+  // same setting the pass reads, default 25 MiB): a gradient pays its share
+  // of one bucket's latency. 0: one call each.
+  double gradient_bucket_bytes = passes::gradient_bucket_bytes();
 };
 
 class CostModel {
@@ -68,7 +74,11 @@ class CostModel {
   // parallel::redistribute inserts (partials reduce-scattered into a wanted
   // split or all-reduced, splits moved by all_to_all or all-gathered, new
   // splits sliced locally for free), each priced on its current local size.
-  double redistribute(const TensorMeta& t, const TensorLayout& from, const TensorLayout& to) const;
+  // `bucketed`: t is a gradient read by an optimizer update, whose
+  // all-reduce shares a bucket (Topology::gradient_bucket_bytes) with
+  // others: its latency term is scaled by its share of the bucket.
+  double redistribute(const TensorMeta& t, const TensorLayout& from, const TensorLayout& to,
+                      bool bucketed = false) const;
 
  private:
   double ring(int axis, double steps_alpha, double bytes_factor, double bytes) const;

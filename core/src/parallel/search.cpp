@@ -411,6 +411,13 @@ class Search {
   }
 
   void build() {
+    // Optimizer updates: the gradient all_reduces into them run in buckets.
+    update_.assign(n_, false);
+    for (size_t id = 0; id < n_; ++id) {
+      const ir::Node& n = node(id);
+      update_[id] = n.kind == ir::NodeKind::kApply && n.op && n.op->name.size() > 7 &&
+                    n.op->name.compare(n.op->name.size() - 7, 7, "_update") == 0;
+    }
     cands_.assign(n_, {});
     uses_.assign(n_, {});
     fanout_.assign(n_, 0);
@@ -466,7 +473,7 @@ class Search {
     const TensorLayout& from = cands_[p][static_cast<size_t>(cp)].out[static_cast<size_t>(j)];
     const TensorLayout& to = cands_[u][static_cast<size_t>(cc)].in[static_cast<size_t>(i)];
     if (from.dims == to.dims && from.partial == to.partial) return 0;
-    return model_.redistribute(g_.meta({static_cast<int32_t>(p), j}), from, to);
+    return model_.redistribute(g_.meta({static_cast<int32_t>(p), j}), from, to, update_[u]);
   }
 
   // Graph outputs of node p: returned whole, or in their tied weight's layout.
@@ -686,6 +693,7 @@ class Search {
   size_t n_;
   double limit_ = 0;
   std::vector<std::vector<Cand>> cands_;
+  std::vector<bool> update_;  // node id -> an optimizer update (its gradient moves are bucketed)
   std::vector<std::vector<Use>> uses_;
   std::vector<int> fanout_;
   std::vector<std::vector<std::pair<int, int32_t>>> sinks_;  // per node: (output, tied weight or -1)

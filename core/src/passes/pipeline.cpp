@@ -20,6 +20,10 @@ const std::vector<std::string>& pipeline_order() {
       // marks; after cse, which would fold nothing back (copies are marked
       // 0) but has fewer nodes to copy.
       "recompute",
+      // Gradient all_reduces into buckets: after cse (which could merge two
+      // identical reductions first) and recompute; the fusions after it
+      // never touch collectives.
+      "allreduce_fusion",
       // Before elementwise_fusion: a linear/conv's bias, residual and
       // activation go to its post-ops rather than into a fused block.
       "epilogue_fusion",
