@@ -82,9 +82,10 @@ double CostModel::redistribute(const TensorMeta& t, const TensorLayout& from, co
       time += reduce_scatter(a, local_bytes(t, cur));
       cur.dims[static_cast<size_t>(dim)] = a;
     } else if (bucketed && topology_.gradient_bucket_bytes > 0) {
-      // One bucket's all_reduce, this gradient's share of its latency.
+      // One bucket's all_reduce, this gradient's share of its latency: by
+      // bytes, and at least one of a bucket's at most 64 tensors.
       const double bytes = local_bytes(t, cur);
-      const double share = std::min(1.0, bytes / topology_.gradient_bucket_bytes);
+      const double share = std::min(1.0, std::max(bytes / topology_.gradient_bucket_bytes, 1.0 / 64));
       time += all_reduce(a, bytes) - (1 - share) * ring(a, 2, 0, 0);
     } else {
       time += all_reduce(a, local_bytes(t, cur));

@@ -36,8 +36,9 @@ struct Topology {
   Link inter{25e9, 10e-6};  // InfiniBand-class, per device
   // Gradient all-reduces feeding optimizer updates run in buckets of this
   // many bytes (passes/allreduce_fusion.cpp; SPORA_ALLREDUCE_BUCKET_MB, the
-  // same setting the pass reads, default 25 MiB): a gradient pays its share
-  // of one bucket's latency. 0: one call each.
+  // same setting the pass reads, default 25 MiB; at most 64 tensors each):
+  // a gradient pays its share of one bucket's latency, by bytes and at
+  // least 1/64. 0: one call each.
   double gradient_bucket_bytes = passes::gradient_bucket_bytes();
 };
 
