@@ -207,6 +207,8 @@ Cost norm_cost(const OpCall& call) { return bytes_and(call, 2); }
 
 AttrSpec float_attr(const char* name, double v) { return {name, AttrType::kFloat, false, AttrValue::of_float(v)}; }
 AttrSpec bool_attr(const char* name, bool v) { return {name, AttrType::kBool, false, AttrValue::of_bool(v)}; }
+// shard_axis: the mesh axis optimizer state is split over (shard_update); -1 none.
+AttrSpec int_attr(const char* name, int64_t v) { return {name, AttrType::kInt, false, AttrValue::of_int(v)}; }
 
 // ---- decompositions -------------------------------------------------------------
 // Into elementwise ops, casts and sums, for a device whose plugin has no
@@ -308,6 +310,12 @@ V decompose_clip(ir::Builder& b, const V& x, const Attrs& a) {
 // grad and state of parameter j take parameter j's layout (a parameter not
 // placed yet takes its gradient's), and so do the outputs for it; the
 // scalar inputs are replicated. Partial gradients are summed first.
+// Attribute shard_axis = a >= 0 (optimizer-state sharding under
+// semi_auto_parallel, MindSpore's enable_parallel_optimizer): a parameter
+// whose layout leaves dim 0 whole and mesh axis a unused, dim 0 divisible by
+// it, is updated on its rows split over a -- its state is stored that way,
+// its gradient is reduce-scattered (a partial sum) or sliced into it, and the
+// new value all-gathered back into the parameter's layout (ZeRO-2).
 bool shard_update(const ShardQuery& q, ShardPlan& p) {
   const bool adam = q.op->name == "adam_update";
   const size_t scalars = adam ? 3 : 2;
@@ -320,6 +328,12 @@ bool shard_update(const ShardQuery& q, ShardPlan& p) {
     of[j] = !w.free ? w : !g.free ? g : TensorLayout::replicated(q.in[scalars + j].shape.rank);
     of[j].free = false;
     of[j].partial = 0;
+    const int64_t a = q.attrs->get_int("shard_axis");
+    const Shape& shape = q.in[scalars + j].shape;
+    if (a >= 0 && a < static_cast<int64_t>(q.mesh.size()) && q.mesh[static_cast<size_t>(a)] > 1 && shape.rank >= 1 &&
+        of[j].dims[0] == kReplicated && shape.dims[0] % q.mesh[static_cast<size_t>(a)] == 0 &&
+        std::find(of[j].dims.begin(), of[j].dims.end(), static_cast<int>(a)) == of[j].dims.end())
+      of[j].dims[0] = static_cast<int>(a);
   }
   p.in.clear();
   for (size_t i = 0; i < q.in.size(); ++i)
@@ -354,7 +368,7 @@ OpDef def(const char* name, std::vector<std::string> inputs, std::vector<std::st
 void register_optim_ops(OpRegistry& r) {
   OpDef sgd = def("sgd_update", {"lr", "grad_scale", "tensors"}, {"updated"},
                   {float_attr("momentum", 0), float_attr("dampening", 0), float_attr("weight_decay", 0),
-                   bool_attr("nesterov", false)},
+                   bool_attr("nesterov", false), int_attr("shard_axis", -1)},
                   infer_sgd, sgd_cost, decompose_sgd,
                   "one SGD step of a parameter group (PyTorch SGD semantics): tensors = params, grads[, momentum "
                   "buffers when momentum > 0], N of each; outputs the new params[ and buffers]. lr and grad_scale "
@@ -368,7 +382,8 @@ void register_optim_ops(OpRegistry& r) {
 
   OpDef adam = def("adam_update", {"lr", "step", "grad_scale", "tensors"}, {"updated"},
                    {float_attr("beta1", 0.9), float_attr("beta2", 0.999), float_attr("eps", 1e-8),
-                    float_attr("weight_decay", 0), bool_attr("decoupled", false), bool_attr("amsgrad", false)},
+                    float_attr("weight_decay", 0), bool_attr("decoupled", false), bool_attr("amsgrad", false),
+                    int_attr("shard_axis", -1)},
                    infer_adam, adam_cost, decompose_adam,
                    "one Adam (decoupled=false) or AdamW (decoupled=true) step of a parameter group (PyTorch "
                    "semantics): tensors = params, grads, m, v[, vmax when amsgrad], N of each; outputs the new "

@@ -141,6 +141,17 @@ def _splits(p, n, threshold_kb):
     return len(shape) >= 1 and shape[0] % n == 0 and nbytes >= threshold_kb * 1024
 
 
+def spmd_shard_axis():
+    """Under semi_auto_parallel / auto_parallel with enable_parallel_optimizer:
+    the mesh axis the update ops split each parameter's rows over (its
+    state stored so, its gradient reduce-scattered, the new value gathered:
+    the core's sgd/adam_update rule, attribute shard_axis); mesh axis 0,
+    the data-parallel axis by convention. Else None."""
+    if not _parallel.get_auto_parallel_context("enable_parallel_optimizer") or not _parallel.semi_auto():
+        return None
+    return 0
+
+
 def sharding_for(optimizer, params):
     """The Sharding an optimizer built now uses, or None (no
     enable_parallel_optimizer, not data_parallel, or one rank)."""
@@ -148,9 +159,7 @@ def sharding_for(optimizer, params):
         return None
     name = type(optimizer).__name__
     if _parallel.semi_auto():
-        raise ValueError(f"[{name}] enable_parallel_optimizer is implemented for parallel_mode='data_parallel' "
-                         "only; under semi_auto_parallel / auto_parallel the optimizer state follows the "
-                         "parameters' layouts")
+        return None  # the SPMD pass splits the state (spmd_shard_axis: the update ops' shard_axis)
     if _parallel.pipeline_stages() > 1:
         raise ValueError(f"[{name}] enable_parallel_optimizer with pipeline_stages > 1 is not implemented "
                          "(each stage would need its own data-parallel group)")

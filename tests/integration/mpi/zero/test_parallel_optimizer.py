@@ -306,9 +306,12 @@ def test_errors_name_the_fix():
         spora.set_auto_parallel_context(parallel_optimizer_config={"shard_size": 2})
     with pytest.raises(ValueError, match="must be True or False"):
         spora.set_auto_parallel_context(enable_parallel_optimizer=1)
+    # Under semi_auto_parallel the SPMD pass splits the state instead
+    # (spmd/test_parallel_optimizer_spmd.py): no rank-side sharding here.
     spora.set_auto_parallel_context(parallel_mode="semi_auto_parallel", enable_parallel_optimizer=True)
-    with pytest.raises(ValueError, match="data_parallel' only"):
-        nn.Adam(make_mlp().trainable_params())
+    semi = nn.Adam(make_mlp().trainable_params())
+    assert semi._zero is None and semi._spmd_shard_axis == 0
+    spora.set_auto_parallel_context(parallel_mode="data_parallel")
     spora.set_auto_parallel_context(**zero("level2"))
     net = make_mlp()
     opt = nn.Adam(net.trainable_params())

@@ -31,6 +31,8 @@ class Adam(Optimizer):
     def _update(self, group, lr, step, grad_scale, params, grads, states):
         attrs = dict(beta1=self.beta1, beta2=self.beta2, eps=self.eps, weight_decay=group.weight_decay,
                      decoupled=self._decoupled, amsgrad=self.amsgrad)
+        if self._spmd_shard_axis is not None:
+            attrs["shard_axis"] = self._spmd_shard_axis
         tensors = list(params) + list(grads)
         for name in self._state_names:
             tensors += states[name]

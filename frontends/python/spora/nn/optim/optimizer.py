@@ -79,6 +79,9 @@ class Optimizer(Cell):
         self._states = {}  # state name -> list of Parameters, aligned with self.parameters
         # enable_parallel_optimizer: this rank's blocks of the state (spora._zero)
         object.__setattr__(self, "_zero", _zero.sharding_for(self, self.parameters))
+        # ... or, under semi_auto/auto_parallel, the mesh axis the SPMD pass
+        # splits the state over (the update ops' shard_axis attribute).
+        object.__setattr__(self, "_spmd_shard_axis", _zero.spmd_shard_axis())
         for k, name in enumerate(self._state_names):
             self._states[name] = []
             for i, p in enumerate(self.parameters):

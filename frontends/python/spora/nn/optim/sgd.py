@@ -31,6 +31,8 @@ class SGD(Optimizer):
     def _update(self, group, lr, step, grad_scale, params, grads, states):
         attrs = dict(momentum=self.momentum, dampening=self.dampening, weight_decay=group.weight_decay,
                      nesterov=self.nesterov)
+        if self._spmd_shard_axis is not None:
+            attrs["shard_axis"] = self._spmd_shard_axis
         bufs = list(states.get("moments", []))
         if self.momentum > 0 and self.dampening > 0:
             # The op computes b = m*b + (1-d)*g; PyTorch starts with b = g. The
