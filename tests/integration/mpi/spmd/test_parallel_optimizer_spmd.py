@@ -34,3 +34,17 @@ def test_semi_auto_parallel_optimizer_splits_the_state_and_equals_one_process():
     whole = sum(int(np.prod(w["shape"])) for w in state)
     print(f"\n[parallel optimizer, semi_auto, {n} ranks] w1's state per rank: {held * 4} of {whole * 4} bytes")
     assert held * n == whole
+
+
+def test_auto_parallel_with_the_parallel_optimizer_equals_one_process():
+    """The search plans with the update ops' shard_axis rule (the state of a
+    whole parameter split over axis 0) and training still equals one
+    process."""
+    n = comm.get_group_size()
+    data = batches()
+    ref = MLP()
+    ref_losses, _ = train(ref, data)
+    spora.set_auto_parallel_context(parallel_mode="auto_parallel", device_num=n, enable_parallel_optimizer=True)
+    net = MLP()
+    losses, step = train(net, data)
+    check_equal(ref, ref_losses, net, losses)
