@@ -5,10 +5,13 @@
 // names the first rank that failed and exits with its code.
 //
 //   spora launch -n 4 [--hosts a:2,b:2] [--mpirun PATH] [--keep-going] -- python train.py ...
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -212,6 +215,21 @@ int worker(char** cmd) {
   return code;
 }
 
+// A TCP port nobody listens on now (the kernel picks it).
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t n = sizeof a;
+  int port = 29500;  // PyTorch's default, if the kernel will not say
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0)
+    port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
 pid_t g_mpirun = 0;
 void forward(int sig) {
   if (g_mpirun > 0) kill(g_mpirun, sig);
@@ -278,10 +296,18 @@ int launch(int argc, char** argv) {
     args.push_back("--oversubscribe");  // one host: more ranks than cores is the user's call
   }
   setenv("SPORA_LAUNCH_DIR", dir, 1);
+  // The job's store (runtime/tcp_store.h), served by rank 0: on the first
+  // host, on a port free now, unless the caller chose.
+  if (!std::getenv("MASTER_ADDR")) {
+    const std::string first = hosts.empty() ? "127.0.0.1" : hosts.substr(0, hosts.find_first_of(":,"));
+    setenv("MASTER_ADDR", first.c_str(), 1);
+  }
+  if (!std::getenv("MASTER_PORT")) setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
   // Exported to every rank (other hosts too): what the program needs to find
   // spora, its plugins and Python.
-  for (const char* var : {"SPORA_LAUNCH_DIR", "PYTHONPATH", "SPORA_PLUGIN_PATH", "SPORA_LOG_LEVEL",
-                          "SPORA_COMM_TIMEOUT_MS", "PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV"}) {
+  for (const char* var : {"SPORA_LAUNCH_DIR", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "SPORA_PLUGIN_PATH",
+                          "SPORA_LOG_LEVEL", "SPORA_COMM_TIMEOUT_MS", "SPORA_STORE_TIMEOUT_MS", "PATH",
+                          "LD_LIBRARY_PATH", "VIRTUAL_ENV"}) {
     if (!std::getenv(var)) continue;
     args.push_back("-x");
     args.push_back(var);

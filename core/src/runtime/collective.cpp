@@ -2,11 +2,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <vector>
 
 #include "runtime/context.h"
 #include "runtime/host_services.h"
+#include "runtime/tcp_store.h"
 #include "support/error.h"
 
 namespace spora {
@@ -140,6 +142,30 @@ std::shared_ptr<Communicator> Communicator::adopt(PluginRecord* plugin, spora_co
   return c;
 }
 
+spora_comm_id_t exchange_unique_id(TcpStore& store, const std::string& backend, int32_t rank, int32_t size,
+                                   const std::function<void(spora_comm_id_t*)>& make) {
+  // Every rank creates its communicators in the same order (collective), so
+  // a per-process count names the same communicator on every rank.
+  static std::atomic<int64_t> seq{0};
+  const std::string key = fmt::format("spora/comm/{}/{}", backend, seq.fetch_add(1));
+  spora_comm_id_t id{};
+  if (rank == 0) {
+    make(&id);
+    store.set(key, std::string(reinterpret_cast<const char*>(id.bytes), sizeof id.bytes));
+  } else {
+    const std::string v = store.get(key);
+    if (v.size() != sizeof id.bytes)
+      fail(Code::kInternal, "[comm create] the id of '{}' read from the store has {} bytes, not {}", key, v.size(),
+           sizeof id.bytes);
+    std::memcpy(id.bytes, v.data(), sizeof id.bytes);
+  }
+  // Rank 0 serves the store: it stays until every rank has read the id.
+  store.set(key + "/read/" + std::to_string(rank), "");
+  if (rank == 0)
+    for (int32_t r = 1; r < size; ++r) store.get(key + "/read/" + std::to_string(r));
+  return id;
+}
+
 std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::string& backend, int32_t rank,
                                                    int32_t size) {
   if (rank < 0 || size < 0) launcher_rank_size(&rank, &size);
@@ -162,10 +188,17 @@ std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::stri
   spora_comm_id_t id{};
   if (!api->get_unique_id)
     fail(Code::kUnimplemented, "[comm] collective backend '{}' has no get_unique_id", backend);
-  // Each rank makes the id itself: the in-process key-value store cannot
-  // reach other processes, and the backends wired so far (MPI) bootstrap
-  // through their launcher, so their ids are the same everywhere.
-  throw_if_error(api->get_unique_id(&id), "[comm create] backend " + backend);
+  // The id every rank passes to comm_init. With a store (MASTER_ADDR /
+  // MASTER_PORT: spora launch sets them; rank 0 serves it) rank 0 makes the
+  // id and the others read it, as NCCL needs; without one each rank makes
+  // it, which is right for backends that bootstrap through their launcher
+  // (MPI under mpirun gives every rank the same).
+  if (std::unique_ptr<TcpStore> store = size > 1 ? TcpStore::from_environment(rank) : nullptr)
+    id = exchange_unique_id(*store, backend, rank, size, [&](spora_comm_id_t* out) {
+      throw_if_error(api->get_unique_id(out), "[comm create] backend " + backend);
+    });
+  else
+    throw_if_error(api->get_unique_id(&id), "[comm create] backend " + backend);
   spora_comm_t* comm = nullptr;
   throw_if_error(api->comm_init(&id, rank, size, -1, &comm), "[comm create] backend " + backend);
   return adopt(rec, comm, backend);

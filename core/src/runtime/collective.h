@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -76,6 +77,14 @@ class Communicator {
 // (Open MPI), PMI_RANK/PMI_SIZE (MPICH, Slurm), SPORA_RANK/SPORA_WORLD_SIZE;
 // 0 and 1 when none is set. Throws kInvalidArgument for malformed values.
 void launcher_rank_size(int32_t* rank, int32_t* size);
+
+class TcpStore;
+// The unique id of a new communicator through the job's store: rank 0
+// makes it with `make` and sets it, every other rank reads it; rank 0 then
+// waits until every rank has read it (it serves the store). Keys are
+// "spora/comm/<backend>/<n>", n counting this process's communicators.
+spora_comm_id_t exchange_unique_id(TcpStore& store, const std::string& backend, int32_t rank, int32_t size,
+                                   const std::function<void(spora_comm_id_t*)>& make);
 
 // Bytes of tensors whose collective a plugin abandoned (a timeout or an
 // abort): their memory is kept, never freed or reused, because the plugin's

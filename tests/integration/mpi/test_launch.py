@@ -20,6 +20,7 @@ def test_every_rank_runs_with_its_environment_and_prefixed_output():
     r = launch(3, "import os, sys\n"
                   "print('env', os.environ['RANK'], os.environ['WORLD_SIZE'], os.environ['LOCAL_RANK'],"
                   " os.environ['LOCAL_WORLD_SIZE'], os.environ['SPORA_NUM_THREADS'])\n"
+                  "print('store', os.environ['MASTER_ADDR'], int(os.environ['MASTER_PORT']) > 0)\n"
                   "print('to stderr', file=sys.stderr)\n"
                   "print('no newline at the end', end='')\n")
     assert r.returncode == 0, r.stderr
@@ -27,6 +28,7 @@ def test_every_rank_runs_with_its_environment_and_prefixed_output():
     for rank in range(3):
         assert f"[rank {rank}] env {rank} 3 {rank} 3 {max(1, cores // 3)}" in r.stdout, r.stdout
         assert f"[rank {rank}] no newline at the end" in r.stdout, r.stdout
+        assert f"[rank {rank}] store 127.0.0.1 True" in r.stdout, r.stdout
         assert f"[rank {rank}] to stderr" in r.stderr, r.stderr
     assert "failed" not in r.stderr
 
