@@ -113,7 +113,14 @@ Failure first_failure(const std::string& dir, bool consume) {
 }
 
 volatile sig_atomic_t g_stop = 0;  // the launcher (mpirun) is stopping this rank
-void on_stop(int) { g_stop = 1; }
+volatile pid_t g_child = 0;
+// mpirun sends SIGKILL soon after SIGTERM: stop the program at once (its
+// busy ranks would otherwise keep this worker off the CPU past that), and
+// let the loop say why.
+void on_stop(int) {
+  g_stop = 1;
+  if (g_child > 0) kill(-g_child, SIGKILL);
+}
 
 // Worker mode: this process is one rank started by mpirun (or srun).
 int worker(char** cmd) {
@@ -155,6 +162,7 @@ int worker(char** cmd) {
   }
   close(out_pipe[1]);
   close(err_pipe[1]);
+  g_child = child;
   // mpirun stops a job by signalling its processes (SIGTERM, then SIGKILL
   // a moment later): say why at once, then stop the program.
   for (int sig : {SIGTERM, SIGINT, SIGHUP}) signal(sig, on_stop);
@@ -303,6 +311,9 @@ int launch(int argc, char** argv) {
     setenv("MASTER_ADDR", first.c_str(), 1);
   }
   if (!std::getenv("MASTER_PORT")) setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  // Open MPI's grace between SIGTERM and SIGKILL when it stops a job: long
+  // enough for each worker to name the rank that was lost.
+  setenv("OMPI_MCA_odls_base_sigkill_timeout", "5", 0);
   // Exported to every rank (other hosts too): what the program needs to find
   // spora, its plugins and Python.
   for (const char* var : {"SPORA_LAUNCH_DIR", "MASTER_ADDR", "MASTER_PORT", "PYTHONPATH", "SPORA_PLUGIN_PATH",

@@ -72,7 +72,17 @@ struct TcpStore::Server {
   std::vector<std::thread> threads;
   std::thread acceptor;
 
+  int active = 0;  // connections being served
+  std::condition_variable idle;
+
   void serve(int fd) {
+    handle(fd);
+    std::lock_guard<std::mutex> lock(mu);
+    --active;
+    idle.notify_all();
+  }
+
+  void handle(int fd) {
     for (;;) {
       unsigned char op = 0;
       uint32_t klen = 0;
@@ -88,9 +98,12 @@ struct TcpStore::Server {
           std::lock_guard<std::mutex> lock(mu);
           data[key] = std::move(value);
         }
-        cv.notify_all();
+        // Answer before waking the waiters: rank 0 may end the store as
+        // soon as the last rank's key is seen.
         const unsigned char ok = 0;
-        if (!send_all(fd, &ok, 1)) return;
+        const bool sent = send_all(fd, &ok, 1);
+        cv.notify_all();
+        if (!sent) return;
       } else if (op == 2) {
         std::string value;
         unsigned char status = 1;
@@ -126,17 +139,25 @@ struct TcpStore::Server {
         return;
       }
       clients.push_back(fd);
+      ++active;
       threads.emplace_back([this, fd] { serve(fd); });
     }
   }
 
   ~Server() {
-    stop.store(true);
-    cv.notify_all();
     ::shutdown(listen_fd, SHUT_RDWR);
     ::close(listen_fd);
-    if (acceptor.joinable()) acceptor.join();
     std::vector<std::thread> ts;
+    {
+      // The other ranks hang up when they are done with the store; give
+      // them a moment before cutting them off (a rank may still be reading
+      // its last answer).
+      std::unique_lock<std::mutex> lock(mu);
+      idle.wait_for(lock, std::chrono::seconds(5), [&] { return active == 0; });
+      stop.store(true);
+    }
+    cv.notify_all();
+    if (acceptor.joinable()) acceptor.join();
     {
       std::lock_guard<std::mutex> lock(mu);
       for (int fd : clients) ::shutdown(fd, SHUT_RDWR);
