@@ -344,24 +344,46 @@ TEST(StrategySearch, DeepMlpOnA2DMesh) {
 namespace spora {
 namespace {
 
-// Restarts under memory penalties (SearchOptions::restarts) only ever
-// replace the unpenalised plan by a faster one that fits; and the pass
-// applies the result. A 6-layer MLP step on a named (4, 4) mesh, no limit.
-TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
-  const int layers = 6;
+// The training step of a `layers`-deep relu MLP (batch x width, square
+// weights w0..), loss sum(h * h), gradients of every weight.
+ir::Graph relu_mlp_step(int layers, int64_t batch, int64_t width) {
   ir::Graph f;
-  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({512, 256}));
   std::vector<int32_t> ws;
-  ir::Value h = x;
+  ir::Value h = f.add_input("x", SPORA_DTYPE_F32, shp({batch, width}));
   for (int l = 0; l < layers; ++l) {
-    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({256, 256}));
+    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({width, width}));
     ws.push_back(w.node);
     h = f.add_op("relu", {f.add_op("matmul", {h, w}, Attrs{})[0]}, Attrs{})[0];
   }
   Attrs all;
   all.set("axes", AttrValue::of_ints({0, 1}));
   f.set_outputs({f.add_op("sum", {f.add_op("mul", {h, h}, Attrs{})[0]}, all)[0]});
-  ir::Graph g = autodiff::value_and_grad(f, ws, 0);
+  return autodiff::value_and_grad(f, ws, 0);
+}
+
+// The plan applied by the SPMD pass on a (dp, mp) mesh: the weights' local
+// shards hold exactly the bytes the search reported (f32).
+void expect_partition_holds_plan_bytes(const ir::Graph& g, std::vector<int64_t> mesh,
+                                       const parallel::SearchResult& r) {
+  parallel::PartitionOptions po;
+  po.mesh.shape = std::move(mesh);
+  po.mesh.names = {"dp", "mp"};
+  po.mesh.groups = {7, 8};
+  po.semi_auto = false;
+  po.strategies = r.strategies;
+  po.weights = r.weights;
+  const parallel::PartitionResult p = parallel::partition(g, po);
+  double local = 0;
+  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
+  EXPECT_DOUBLE_EQ(local, r.weight_bytes);
+}
+
+// Restarts under memory penalties (SearchOptions::restarts) only ever
+// replace the unpenalised plan by a faster one that fits; and the pass
+// applies the result. A 6-layer MLP step on a named (4, 4) mesh, no limit.
+TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
+  const int layers = 6;
+  const ir::Graph g = relu_mlp_step(layers, 512, 256);
   parallel::SearchOptions o = options({4, 4}, 100e12, 25e9, 0);
   o.mesh.names = {"dp", "mp"};
   o.restarts = 0;
@@ -373,17 +395,7 @@ TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
   EXPECT_EQ(r0.evaluations, 1);
   EXPECT_EQ(r3.evaluations, 4);  // the unpenalised programme and three restarts
   EXPECT_LE(r3.step_time, r0.step_time) << dump(r3);
-  parallel::PartitionOptions po;
-  po.mesh.shape = {4, 4};
-  po.mesh.names = {"dp", "mp"};
-  po.mesh.groups = {7, 8};
-  po.semi_auto = false;
-  po.strategies = r3.strategies;
-  po.weights = r3.weights;
-  const parallel::PartitionResult p = parallel::partition(g, po);
-  double local = 0;
-  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
-  EXPECT_DOUBLE_EQ(local, r3.weight_bytes);
+  expect_partition_holds_plan_bytes(g, {4, 4}, r3);
 }
 
 
@@ -392,19 +404,7 @@ TEST(StrategySearch, RestartsNeverReturnASlowerPlan) {
 // it as a start never returns a slower fitting plan.
 TEST(StrategySearch, StartsArePricedAsWrittenAndNeverLost) {
   const int layers = 4;
-  ir::Graph f;
-  const ir::Value x = f.add_input("x", SPORA_DTYPE_F32, shp({64, 1024}));
-  std::vector<int32_t> ws;
-  ir::Value h = x;
-  for (int l = 0; l < layers; ++l) {
-    const ir::Value w = f.add_weight("w" + std::to_string(l), SPORA_DTYPE_F32, shp({1024, 1024}));
-    ws.push_back(w.node);
-    h = f.add_op("relu", {f.add_op("matmul", {h, w}, Attrs{})[0]}, Attrs{})[0];
-  }
-  Attrs all;
-  all.set("axes", AttrValue::of_ints({0, 1}));
-  f.set_outputs({f.add_op("sum", {f.add_op("mul", {h, h}, Attrs{})[0]}, all)[0]});
-  ir::Graph g = autodiff::value_and_grad(f, ws, 0);
+  const ir::Graph g = relu_mlp_step(layers, 64, 1024);
   parallel::SearchOptions o = options({2, 4}, 100e12, 25e9, 0);
   o.mesh.names = {"dp", "mp"};
   // Megatron's pairs: even layers split by columns over mp, odd by rows;
@@ -426,17 +426,7 @@ TEST(StrategySearch, StartsArePricedAsWrittenAndNeverLost) {
   EXPECT_GE(split8, layers) << dump(m);
   // The same plan written as strategies on the ops and partitioned holds
   // exactly the bytes evaluate reported.
-  parallel::PartitionOptions po;
-  po.mesh.shape = {2, 4};
-  po.mesh.names = {"dp", "mp"};
-  po.mesh.groups = {7, 8};
-  po.semi_auto = false;
-  po.strategies = m.strategies;
-  po.weights = m.weights;
-  const parallel::PartitionResult p = parallel::partition(g, po);
-  double local = 0;
-  for (const auto& w : p.weights) local += static_cast<double>(w.local.numel()) * 4;
-  EXPECT_DOUBLE_EQ(local, m.weight_bytes);
+  expect_partition_holds_plan_bytes(g, {2, 4}, m);
   // A start that does not divide (a 1024 dim over a 3-way axis would; 64
   // rows over 2 do) is taken as far as it goes: a layout of the wrong rank
   // is ignored, the weight replicated.
