@@ -89,14 +89,38 @@ Bytes Reader::bytes(const char* name) {
 }
 
 namespace {
+// Well-formed UTF-8 as RFC 3629 defines it (its table of byte ranges): no
+// overlong forms, no surrogates (U+D800..DFFF), nothing past U+10FFFF, no
+// truncated sequence. Overlong forms matter: they let a '/' or NUL hide
+// from a later check of the decoded text.
 bool valid_utf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 9;
-    if (n == 9 || i + n >= s.size() + (n ? 0 : 1)) return false;
-    for (size_t k = 1; k <= n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n;  // continuation bytes
+    unsigned char lo = 0x80, hi = 0xbf;  // the range of the first of them
+    if (c >= 0xc2 && c <= 0xdf) {
+      n = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      n = 2;
+      if (c == 0xe0) lo = 0xa0;  // below: overlong
+      if (c == 0xed) hi = 0x9f;  // above: surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      n = 3;
+      if (c == 0xf0) lo = 0x90;  // below: overlong
+      if (c == 0xf4) hi = 0x8f;  // above: past U+10FFFF
+    } else {
+      return false;  // a continuation byte, C0/C1 (overlong) or F5..FF
+    }
+    if (s.size() - i <= n) return false;
+    const auto c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return false;
+    for (size_t k = 2; k <= n; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return false;
     i += n + 1;
   }
   return true;
