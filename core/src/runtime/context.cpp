@@ -5,6 +5,7 @@
 #include <map>
 
 #include "runtime/device.h"
+#include "runtime/plugin_vetting.h"
 #include "support/error.h"
 
 namespace spora {
@@ -26,16 +27,20 @@ void Context::add_plugin_path(const std::string& path) {
 void Context::discover_locked() {
   if (discovered_) return;
   discovered_ = true;
+  std::vector<std::string> files;
+  for (const auto& dir : plugin_search_path(paths_))
+    for (auto& file : plugin_candidates(dir)) files.push_back(std::move(file));
+  // Every candidate's handshake runs in a probe process first, all at once
+  // (runtime/plugin_vetting.h); open() loads only those that survive.
+  vet_plugins(files);
   std::vector<PluginRecord*> seen;
-  for (const auto& dir : plugin_search_path(paths_)) {
-    for (const auto& file : plugin_candidates(dir)) {
-      PluginRecord* rec = PluginRecord::open(file);
-      if (std::find(seen.begin(), seen.end(), rec) != seen.end()) continue;  // same real path
-      seen.push_back(rec);
-      auto e = std::make_unique<PluginEntry>();
-      e->record = rec;
-      plugins_.push_back(std::move(e));
-    }
+  for (const auto& file : files) {
+    PluginRecord* rec = PluginRecord::open(file);
+    if (std::find(seen.begin(), seen.end(), rec) != seen.end()) continue;  // same real path
+    seen.push_back(rec);
+    auto e = std::make_unique<PluginEntry>();
+    e->record = rec;
+    plugins_.push_back(std::move(e));
   }
   // Several loadable files may provide one name: the highest probe score
   // wins, then the earliest in the search path.

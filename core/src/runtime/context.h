@@ -44,6 +44,9 @@ class Context {
 // The directories and files searched, in order: explicit paths, then
 // SPORA_PLUGIN_PATH, then <dir of libspora.so>/spora/plugins.
 std::vector<std::string> plugin_search_path(const std::vector<std::string>& explicit_paths);
+// The directory of libspora.so (of the executable, when the core's objects
+// are linked into it), by real path; "" if unknown.
+std::string libspora_dir();
 // Plugin files named libspora-{device,collective}-<name>.so in a directory
 // (sorted), or the path itself when it names a file.
 std::vector<std::string> plugin_candidates(const std::string& path);

@@ -12,7 +12,6 @@
 namespace spora {
 namespace fs = std::filesystem;
 
-namespace {
 std::string libspora_dir() {
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&libspora_dir), &info) && info.dli_fname) {
@@ -23,6 +22,7 @@ std::string libspora_dir() {
   return {};
 }
 
+namespace {
 // A path the user named that does not exist is most likely a typo: say so,
 // with the path and where it came from. (The default directory may
 // legitimately be absent, e.g. a libspora without plugins.)

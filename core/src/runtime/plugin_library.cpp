@@ -11,6 +11,7 @@
 
 #include "runtime/device.h"
 #include "runtime/host_services.h"
+#include "runtime/plugin_vetting.h"
 #include "support/error.h"
 #include "support/log.h"
 
@@ -162,6 +163,9 @@ void PluginRecord::load() {
   std::error_code ec;
   if (!fs::is_regular_file(path_, ec)) return fail("not a regular file");
   if (const std::string why = elf_problem(path_); !why.empty()) return fail(why);
+  // Its constructors, probe and entry ran in a probe process first; one
+  // that crashed, exited or hung there is never opened here.
+  if (const PluginClearance c = plugin_clearance(path_); !c.may_load) return fail(c.reason);
   // Kept alive for the process: Boost.DLL's destructor would dlclose.
   auto* lib = new dll::shared_library;
   try {
