@@ -98,6 +98,7 @@ dups=$(awk '{print $2}' "$tmp/files.txt" | sort | uniq -d)
 owner() { awk -v f="./usr/$1" '$2 == f {print $1}' "$tmp/files.txt"; }
 major=${version%%.*}
 [ "$(owner "$libdir/libspora.so.$version")" = libspora ] || fail "libspora.so.$version is not in libspora"
+[ "$(owner "$libdir/spora/spora-plugin-probe")" = libspora ] || fail "the probe helper is not in libspora"
 [ "$(owner "$libdir/libspora.so")" = libspora-dev ] || fail "the libspora.so link is not in libspora-dev"
 [ "$(owner include/spora/plugin.h)" = libspora-dev ] || fail "plugin.h is not in libspora-dev"
 [ "$(owner "$libdir/cmake/Spora/SporaConfig.cmake")" = libspora-dev ] || fail "SporaConfig.cmake is not in libspora-dev"
@@ -122,9 +123,13 @@ root=$tmp/root
 for c in $components; do dpkg-deb -x "$(deb "$c")" "$root"; done
 
 step "<root>/usr/bin/spora devices"
-"$root/usr/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
+SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug "$root/usr/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
   cat "$tmp/devices.txt"
   fail "spora devices from the packages failed"
+}
+grep -qE "probe sandbox: [1-9][0-9]* probe process\(es\) started" "$tmp/devices.txt" || {
+  cat "$tmp/devices.txt"
+  fail "libspora from the packages did not vet its plugins with its probe helper"
 }
 for p in cpu sim; do
   grep -qE "^  $p +device +ok +$root/usr/$libdir/spora/plugins/libspora-device-$p.so$" "$tmp/devices.txt" || {

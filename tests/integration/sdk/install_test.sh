@@ -52,6 +52,7 @@ major=${version%%.*}
 for f in include/spora/spora.h include/spora/spora.hpp include/spora/plugin.h include/spora/sdk/plugin_table.h \
   "$libdir/libspora.so" "$libdir/libspora.so.$major" "$libdir/libspora.so.$version" \
   "$libdir/spora/plugins/libspora-device-cpu.so" "$libdir/spora/plugins/libspora-device-sim.so" \
+  "$libdir/spora/spora-plugin-probe" \
   bin/spora \
   "$libdir/cmake/Spora/SporaConfig.cmake" "$libdir/cmake/Spora/SporaConfigVersion.cmake" \
   "$libdir/cmake/Spora/SporaTargets.cmake" "$libdir/cmake/Spora/SporaAddPlugin.cmake" \
@@ -95,8 +96,8 @@ if grep -rlF -e "$build" -e "$src" "$prefix/$libdir/cmake" "$prefix/$libdir/pkgc
   fail "the files above name the build or source tree"
 fi
 
-step "installed spora devices (default plugin directory next to libspora)"
-"$prefix/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
+step "installed spora devices (default plugin directory next to libspora; probe helper beside it)"
+SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug "$prefix/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
   cat "$tmp/devices.txt"
   fail "spora devices failed"
 }
@@ -106,6 +107,10 @@ for p in cpu sim; do
     fail "installed spora devices does not list $p as ok from the prefix"
   }
 done
+grep -qE "probe sandbox: [1-9][0-9]* probe process\(es\) started" "$tmp/devices.txt" || {
+  cat "$tmp/devices.txt"
+  fail "installed libspora did not vet its plugins with $libdir/spora/spora-plugin-probe"
+}
 
 step "template left unfilled: configure stops and says where"
 cp -r "$prefix/share/spora/template" "$tmp/myplugin"
