@@ -1,6 +1,7 @@
 // C API: contexts, plugins, devices.
 #include "abi/abi.h"
 #include "runtime/device.h"
+#include "sched/host_errors.h"
 
 using spora::Code;
 using spora::fail;
@@ -144,7 +145,10 @@ spora_status_t spora_device_property(const spora_device_t* device, const char* k
 }
 
 spora_status_t spora_device_synchronize(spora_device_t* device) {
-  return guard([&] { from_handle(need(device, "spora_device_synchronize", "device"))->synchronize(); });
+  return guard([&] {
+    from_handle(need(device, "spora_device_synchronize", "device"))->synchronize();
+    spora::sched::raise_host_error();  // a failure in a host callback of this thread's runs
+  });
 }
 
 spora_status_t spora_device_memory_stats(spora_device_t* device, uint64_t* allocated, uint64_t* peak_allocated,

@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "abi/abi.h"
+#include "sched/host_errors.h"
 
 using spora::Code;
 using spora::fail;
@@ -35,7 +36,12 @@ spora_status_t spora_tensor_to(const spora_tensor_t* tensor, spora_device_t* dev
 }
 
 spora_status_t spora_tensor_read(const spora_tensor_t* tensor, void* dst, size_t capacity) {
-  return guard([&] { spora::tensor_read(need(tensor, "spora_tensor_read", "tensor")->t, dst, capacity); });
+  return guard([&] {
+    spora::tensor_read(need(tensor, "spora_tensor_read", "tensor")->t, dst, capacity);
+    // The read waited for the device: a host callback of this thread's runs
+    // that failed meanwhile (its outputs may be what was just read).
+    spora::sched::raise_host_error();
+  });
 }
 
 spora_status_t spora_tensor_dtype(const spora_tensor_t* tensor, spora_dtype_t* out) {

@@ -3,10 +3,12 @@
 #include "sched/executor.h"
 
 #include <algorithm>
+#include <memory>
 
 #include "ir/serialize.h"
 #include "runtime/collective.h"
 #include "runtime/interpreter.h"
+#include "sched/host_errors.h"
 #include "sched/plan_build.h"
 #include "sched/plan_capture.h"
 #include "support/error.h"
@@ -14,24 +16,29 @@
 namespace spora::sched {
 
 // The host callback of a cpu-placed step: runs its cpu kernel in the device
-// stream's order, after the copies in and before the copies out.
+// stream's order, after the copies in and before the copies out. One per
+// queued call; a failure goes to the thread whose run queued it
+// (host_errors.h), not to whichever caller runs the plan next.
 struct HostLaunch {
-  static void record(ExecutionPlan* x, Error e) {
-    std::lock_guard<std::mutex> lock(x->async_mu);
-    if (!x->async_error) x->async_error = std::make_unique<Error>(std::move(e));
-  }
+  Step* step;
+  std::shared_ptr<HostErrors> errors;
+
   static void run(void* user, const spora_plugin_error_t* /*status*/) {
     // Earlier failures on the stream stay the stream's to report; the
     // kernel runs regardless, like the device's own kernels do.
-    Step* s = static_cast<Step*>(user);
-    ExecutionPlan* x = s->owner;
+    const std::unique_ptr<HostLaunch> call(static_cast<HostLaunch*>(user));
+    const Step* s = call->step;
+    const ir::Graph& g = s->owner->graph;
     try {
       s->host->launch(*s->kernel, s->host_in, s->host_out);
     } catch (const std::exception& e) {
       const Error* err = dynamic_cast<const Error*>(&e);
-      record(x, Error(err ? err->code() : Code::kInternal, ir::with_loc(e.what(), x->graph.node(s->node).loc)));
+      record_host_error(*call->errors, Error(err ? err->code() : Code::kInternal,
+                                             ir::with_loc(e.what(), g.node(s->node).loc) +
+                                                 " (in an earlier run of graph '" + g.name() + "')"));
     } catch (...) {
-      record(x, Error(Code::kInternal, "[graph] unknown error in a host callback"));
+      record_host_error(*call->errors, Error(Code::kInternal, "[graph] unknown error in a host callback (in an "
+                                                              "earlier run of graph '" + g.name() + "')"));
     }
   }
 };
@@ -50,14 +57,6 @@ void copy_in_stream(Device* d, spora_devptr_t dst, spora_devptr_t src, size_t by
     d->copy_d2d_async(dst, src, bytes);
   else
     d->copy_d2d(dst, src, bytes);
-}
-
-void raise_async_error(ExecutionPlan& p) {
-  std::lock_guard<std::mutex> lock(p.async_mu);
-  if (!p.async_error) return;
-  const Error e = *p.async_error;
-  p.async_error.reset();
-  throw Error(e.code(), std::string(e.what()) + " (in an earlier run of graph '" + p.graph.name() + "')");
 }
 
 void check_outputs(const ExecutionPlan& p, const std::vector<Tensor>& outputs) {
@@ -144,7 +143,9 @@ void run_host_kernel(const Frame& f, Step& step) {
     // wrote (plan_arenas.cpp says why it must be pinned).
     for (const HostCopy& c : step.copy_in)
       if (c.bytes) d->copy_d2h_async(f.host_addr(c.host_offset), f.addr(c.value), c.bytes);
-    d->host_callback(&HostLaunch::run, &step);
+    auto call = std::make_unique<HostLaunch>(HostLaunch{&step, this_thread_host_errors()});
+    d->host_callback(&HostLaunch::run, call.get());
+    call.release();  // the callback deletes it (a plugin skipping callbacks after a device failure leaks it)
     for (const HostCopy& c : step.copy_out)
       if (c.bytes) d->copy_h2d_async(f.addr(c.value), f.host_addr(c.host_offset), c.bytes);
   } else {
@@ -243,7 +244,7 @@ void check_bound_params(const ir::Graph& graph, const std::vector<int32_t>& para
 
 void run_plan(ExecutionPlan& p, const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs) {
   check_bound_params(p.graph, p.param_nodes, p.device, params, false);
-  raise_async_error(p);
+  raise_host_error();
   check_outputs(p, outputs);
   const Frame f{p, params, outputs};
   for (const auto& step : p.steps) run_step(f, *step);

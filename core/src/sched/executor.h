@@ -57,7 +57,7 @@ void check_bound_params(const ir::Graph& graph, const std::vector<int32_t>& para
 // Runs a finished plan: `params` binds its inputs and weights (checked),
 // results go into `outputs`, tensors of the plan's output types on its
 // device that do not overlap the params. Raises first a failure a host
-// callback left from an earlier run.
+// callback left from an earlier run by this thread (host_errors.h).
 void run_plan(ExecutionPlan& plan, const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs);
 
 class Executable {

@@ -3,8 +3,8 @@
 // bytes live, the copies cpu-placed ops need, scratch sizes -- so that a run
 // (executor.h) only binds buffers and launches (oneDNN's primitive_desc /
 // primitive split). The stages of plan_build.h fill it in; a finished plan
-// is immutable except for the async error slot, and one plan serves one
-// run at a time (its arenas hold that run's intermediates).
+// is immutable, and one plan serves one run at a time (its arenas hold that
+// run's intermediates).
 //
 // Streams: every step runs on the device's default stream today. Multiple
 // streams and overlapping gradient collectives with the backward pass go
@@ -66,7 +66,7 @@ struct Step {
   spora_devptr_t host_in[kMaxOpInputs] = {};
   spora_devptr_t host_out[kMaxOpOutputs] = {};
   Device* host = nullptr;
-  ExecutionPlan* owner = nullptr;  // kHostKernel: where its callback's failure goes
+  ExecutionPlan* owner = nullptr;  // kHostKernel: the plan whose graph names its failure
 };
 
 struct ExecutionPlan {
@@ -111,11 +111,6 @@ struct ExecutionPlan {
   // training step's updated weights and optimizer state thus overwrite the
   // old ones (Executable::run's `donate`), as PyTorch's in-place updates do.
   std::vector<std::vector<int32_t>> output_may_take;
-
-  // First failure of a cpu-placed kernel in a host callback, raised by the
-  // next run.
-  std::mutex async_mu;
-  std::unique_ptr<Error> async_error;
 
   // The recorded launches replayed by later runs (plan_capture.h). Last, so
   // it goes first: before the arena and constants its graph reads.
