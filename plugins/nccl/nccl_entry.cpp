@@ -146,7 +146,17 @@ void shutdown() {
 
 namespace {
 
-constexpr spora_collective_api_t kTable = SPORA_SDK_TABLE(spora_collective_api_t, SPORA_NCCL_COLLECTIVE_FUNCTIONS);
+// NCCL moves CUDA device memory on CUDA streams: the host binds each
+// communicator to a cuda device and passes device tensors and the cuda
+// plugin's native streams (plugin.h, SPORA_EXT_COLLECTIVE_DEVICE).
+constexpr spora_ext_collective_device_t kOnCuda = {{sizeof(spora_ext_collective_device_t), SPORA_EXT_COLLECTIVE_DEVICE, nullptr},
+                                                   "cuda"};
+spora_collective_api_t make_table() {
+  spora_collective_api_t t = SPORA_SDK_TABLE(spora_collective_api_t, SPORA_NCCL_COLLECTIVE_FUNCTIONS);
+  t.extensions = &kOnCuda.header;
+  return t;
+}
+const spora_collective_api_t kTable = make_table();
 
 #define SPORA_NCCL_STR2(x) #x
 #define SPORA_NCCL_STR(x) SPORA_NCCL_STR2(x)

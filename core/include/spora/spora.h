@@ -752,6 +752,19 @@ typedef enum spora_reduce_op {
  * backends for an unknown one. */
 SPORA_API spora_status_t spora_comm_create(spora_context_t* ctx, const char* backend, int32_t rank, int32_t size,
                                            spora_communicator_t** out);
+/* The same, for the process that trains on `device`. A backend that moves
+ * device memory (NCCL) binds the communicator to it: `device` must be one of
+ * that backend's devices (a cuda device for NCCL; else INVALID_ARGUMENT),
+ * and its calls then take tensors on `device` and run on its stream, in
+ * order with the kernels queued there. `device` NULL picks the backend's
+ * device LOCAL_RANK % count (spora_comm_create does the same). A backend
+ * that moves host memory (mpi) ignores `device`. */
+SPORA_API spora_status_t spora_comm_create_on_device(spora_context_t* ctx, const char* backend,
+                                                     spora_device_t* device, int32_t rank, int32_t size,
+                                                     spora_communicator_t** out);
+/* Not collective. The device the communicator is bound to (its calls take
+ * tensors there), or NULL for a host-memory backend. Borrowed. */
+SPORA_API spora_status_t spora_comm_device(const spora_communicator_t* comm, spora_device_t** out);
 /* Not collective. NULL is a no-op. */
 SPORA_API spora_status_t spora_comm_free(spora_communicator_t* comm);
 /* Not collective. Either out-parameter may be NULL. */

@@ -650,6 +650,11 @@ class Communicator {
   Communicator(Context& ctx, const char* backend, int32_t rank = -1, int32_t size = -1) {
     check(spora_comm_create(ctx.get(), backend, rank, size, &c_));
   }
+  // For the process training on `device` (a device-memory backend such as
+  // "nccl" binds to it; see spora_comm_create_on_device).
+  Communicator(Context& ctx, const char* backend, const Device& device, int32_t rank = -1, int32_t size = -1) {
+    check(spora_comm_create_on_device(ctx.get(), backend, device.get(), rank, size, &c_));
+  }
   ~Communicator() { spora_comm_free(c_); }
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;

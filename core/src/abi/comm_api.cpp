@@ -37,6 +37,25 @@ spora_status_t spora_comm_create(spora_context_t* ctx, const char* backend, int3
   });
 }
 
+spora_status_t spora_comm_create_on_device(spora_context_t* ctx, const char* backend, spora_device_t* device,
+                                           int32_t rank, int32_t size, spora_communicator_t** out) {
+  return guard([&] {
+    const char* fn = "spora_comm_create_on_device";
+    need(ctx, fn, "ctx");
+    need(backend, fn, "backend");
+    need(out, fn, "out");
+    auto c = spora::Communicator::create(ctx->ctx, backend, rank, size, spora::abi::from_handle(device));
+    *out = new spora_communicator{std::move(c)};
+  });
+}
+
+spora_status_t spora_comm_device(const spora_communicator_t* comm, spora_device_t** out) {
+  return guard([&] {
+    need(comm, "spora_comm_device", "comm");
+    *need(out, "spora_comm_device", "out") = comm->comm->device() ? spora::abi::to_handle(comm->comm->device()) : nullptr;
+  });
+}
+
 spora_status_t spora_comm_free(spora_communicator_t* comm) {
   return guard([&] { delete comm; });
 }

@@ -9,9 +9,12 @@
 // buckets of at most SPORA_ALLREDUCE_BUCKET_MB (default 25) MiB and 64
 // tensors: each bucket is one all_reduce of the members flattened and
 // concatenated, split and reshaped back. The numbers do not change (an
-// all_reduce is elementwise across ranks). The graph is re-emitted in
-// dependency order, each bucket where its first member was, once all its
-// members' inputs exist; a member's readers follow the bucket.
+// all_reduce is elementwise across ranks). Members join buckets in the
+// order backward makes their gradients (by the node producing each), and
+// the graph is re-emitted in dependency order with every bucket (and every
+// lone gradient all_reduce) placed as soon as its gradients exist: the
+// scheduler then starts it while backward goes on with the earlier layers
+// (sched/plan_overlap.cpp) and waits for it at the first update reading it.
 #include <algorithm>
 #include <cstdlib>
 #include <map>
@@ -53,6 +56,7 @@ bool fuse(Graph& g, const PassContext&) {
   std::map<std::string, size_t> open;  // key -> index of its bucket being filled
   std::map<size_t, double> filled;
   std::vector<int32_t> bucket_of(n, -1);
+  std::vector<int32_t> grads;  // gradient all_reduces, in the order backward makes their inputs
   for (size_t id = 0; id < n; ++id) {
     const Node& node = g.node(static_cast<int32_t>(id));
     if (node.kind != NodeKind::kApply || !node.op || node.op->name != "all_reduce" || is_output[id] ||
@@ -60,7 +64,14 @@ bool fuse(Graph& g, const PassContext&) {
       continue;
     bool to_updates = true;
     for (int32_t r : readers[id]) to_updates = to_updates && is_update(g.node(r));
-    if (!to_updates) continue;
+    if (to_updates) grads.push_back(static_cast<int32_t>(id));
+  }
+  std::stable_sort(grads.begin(), grads.end(),
+                   [&](int32_t a, int32_t b) { return g.node(a).inputs[0].node < g.node(b).inputs[0].node; });
+  std::vector<bool> is_grad(n, false);
+  for (int32_t id : grads) {
+    is_grad[static_cast<size_t>(id)] = true;
+    const Node& node = g.node(id);
     const TensorMeta& m = node.outputs[0];
     const double bytes = static_cast<double>(m.shape.numel()) * static_cast<double>(dtype_size(m.dtype));
     const AttrValue* op = node.attrs.find("op");
@@ -72,24 +83,26 @@ bool fuse(Graph& g, const PassContext&) {
       it = open.insert_or_assign(key, buckets.size() - 1).first;
       filled[it->second] = 0;
     }
-    buckets[it->second].push_back(static_cast<int32_t>(id));
+    buckets[it->second].push_back(id);
     filled[it->second] += bytes;
-    bucket_of[id] = static_cast<int32_t>(it->second);
+    bucket_of[static_cast<size_t>(id)] = static_cast<int32_t>(it->second);
   }
+  if (grads.empty()) return false;
   bool any = false;
   for (const auto& b : buckets) any = any || b.size() > 1;
-  if (!any) return false;
   for (size_t b = 0; b < buckets.size(); ++b)
-    if (buckets[b].size() == 1) bucket_of[static_cast<size_t>(buckets[b][0])] = -1;  // alone: left as it is
+    if (buckets[b].size() == 1) bucket_of[static_cast<size_t>(buckets[b][0])] = -1;  // alone: stays one all_reduce
 
   // Re-emit in dependency order: a unit is a node, or a bucket (keyed by its
-  // first member); ready units go out smallest key first.
+  // smallest member); ready gradient units go out at once, the others
+  // smallest key first.
   Graph out(g.name());
   std::vector<std::vector<Value>> map(n);  // old node -> its outputs in `out`
-  auto unit_of = [&](int32_t id) {
-    const int32_t b = bucket_of[static_cast<size_t>(id)];
-    return b >= 0 ? buckets[static_cast<size_t>(b)][0] : id;
-  };
+  std::vector<int32_t> key(n);
+  for (size_t id = 0; id < n; ++id) key[id] = static_cast<int32_t>(id);
+  for (const auto& b : buckets)
+    for (int32_t m : b) key[static_cast<size_t>(m)] = *std::min_element(b.begin(), b.end());
+  auto unit_of = [&](int32_t id) { return bucket_of[static_cast<size_t>(id)] >= 0 ? key[static_cast<size_t>(id)] : id; };
   std::vector<int32_t> waiting(n, 0);       // per unit key: inputs not yet emitted
   std::vector<std::vector<int32_t>> after(n);  // per unit key: units waiting on it
   for (size_t id = 0; id < n; ++id) {
@@ -101,14 +114,21 @@ bool fuse(Graph& g, const PassContext&) {
       after[static_cast<size_t>(p)].push_back(u);
     }
   }
-  std::priority_queue<int32_t, std::vector<int32_t>, std::greater<int32_t>> ready;
+  // (0 for gradient units, else 1; key): gradient units jump the queue.
+  using Rank = std::pair<int, int32_t>;
+  std::priority_queue<Rank, std::vector<Rank>, std::greater<Rank>> ready;
+  auto push = [&](int32_t u) { ready.push({is_grad[static_cast<size_t>(u)] ? 0 : 1, u}); };
   for (size_t id = 0; id < n; ++id)
-    if (unit_of(static_cast<int32_t>(id)) == static_cast<int32_t>(id) && waiting[id] == 0) ready.push(static_cast<int32_t>(id));
+    if (unit_of(static_cast<int32_t>(id)) == static_cast<int32_t>(id) && waiting[id] == 0) push(static_cast<int32_t>(id));
   size_t emitted = 0;
+  bool moved = false;  // whether the order differs from the graph's
+  int32_t last = -1;
   auto in_out = [&](Value v) { return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; };
   while (!ready.empty()) {
-    const int32_t u = ready.top();
+    const int32_t u = ready.top().second;
     ready.pop();
+    moved = moved || u < last;
+    last = std::max(last, u);
     const int32_t b = bucket_of[static_cast<size_t>(u)];
     if (b < 0) {
       Node copy = g.node(u);
@@ -118,7 +138,7 @@ bool fuse(Graph& g, const PassContext&) {
       ++emitted;
     } else {
       const std::vector<int32_t>& members = buckets[static_cast<size_t>(b)];
-      const Node& first = g.node(members[0]);
+      const Node& first = g.node(*std::min_element(members.begin(), members.end()));
       std::vector<Value> flat;
       std::vector<int64_t> sizes;
       for (int32_t m : members) {
@@ -147,11 +167,12 @@ bool fuse(Graph& g, const PassContext&) {
       }
     }
     for (int32_t next : after[static_cast<size_t>(u)])
-      if (--waiting[static_cast<size_t>(next)] == 0) ready.push(next);
+      if (--waiting[static_cast<size_t>(next)] == 0) push(next);
   }
   if (emitted != n)
     fail(Code::kInternal, "[pass allreduce_fusion] {} of {} nodes could not be ordered (a bucket member feeds another)",
          n - emitted, n);
+  if (!any && !moved) return false;  // nothing fused, nothing moved
   std::vector<Value> outs;
   for (Value v : g.outputs()) outs.push_back(in_out(v));
   out.set_outputs(outs);

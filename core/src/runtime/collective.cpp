@@ -83,6 +83,44 @@ class HostBuffer {
   std::shared_ptr<std::vector<char>> staged_;
 };
 
+// A device tensor a device-bound backend's abandoned call may still write.
+void quarantine_tensor(const Tensor& t) {
+  std::lock_guard<std::mutex> lock(g_quarantine_mu);
+  quarantine_list().push_back(t.buffer);
+  g_quarantined_bytes += t.nbytes();
+}
+
+// The SPORA_EXT_COLLECTIVE_DEVICE extension of a collective table, if any.
+const spora_ext_collective_device_t* device_extension(const spora_collective_api_t* api) {
+  for (const spora_ext_t* e = api->extensions; e; e = e->next)
+    if (e->type == SPORA_EXT_COLLECTIVE_DEVICE && e->struct_size >= sizeof(spora_ext_collective_device_t))
+      return reinterpret_cast<const spora_ext_collective_device_t*>(e);
+  return nullptr;
+}
+
+// The device a device-bound backend's communicator lives on: `given` if it
+// is one of `plugin`'s devices, else (none given) that plugin's device
+// LOCAL_RANK % count, as launchers give each local rank its own GPU.
+Device* bind_device(Context& ctx, const std::string& backend, const std::string& plugin, Device* given) {
+  if (given) {
+    if (given->plugin()->name() != plugin)
+      fail(Code::kInvalidArgument,
+           "[comm] backend '{}' moves {} device memory, and {} is not a {} device: train on a {} device "
+           "(set_context(device_target=\"{}\")), or use a host backend such as 'mpi'",
+           backend, plugin, given->name(), plugin, plugin, plugin);
+    return given;
+  }
+  std::vector<Device*> mine;
+  for (Device* d : ctx.devices())
+    if (d->plugin()->name() == plugin) mine.push_back(d);
+  if (mine.empty())
+    fail(Code::kUnavailable, "[comm] backend '{}' needs a {} device and this process has none (spora devices lists why)",
+         backend, plugin);
+  int32_t local = 0;
+  if (!env_int("LOCAL_RANK", &local)) env_int("OMPI_COMM_WORLD_LOCAL_RANK", &local);
+  return mine[static_cast<size_t>(local) % mine.size()];
+}
+
 // Whether a plugin error means the request was abandoned with our buffers.
 bool abandoned(const spora_plugin_error_t* e) {
   return e && (e->code == SPORA_PLUGIN_TIMEOUT || e->code == SPORA_PLUGIN_ABORTED);
@@ -127,7 +165,7 @@ Communicator::Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string
 }
 
 std::shared_ptr<Communicator> Communicator::adopt(PluginRecord* plugin, spora_comm_t* comm,
-                                                  const std::string& backend) {
+                                                  const std::string& backend, Device* device) {
   std::shared_ptr<Communicator> c;
   try {
     c.reset(new Communicator(plugin, comm, backend));
@@ -135,6 +173,7 @@ std::shared_ptr<Communicator> Communicator::adopt(PluginRecord* plugin, spora_co
     if (spora_plugin_error_t* e = plugin->collective_api()->comm_destroy(comm)) e->destroy(e);
     throw;
   }
+  c->device_ = device;
   c->check(c->api_->comm_rank(comm, &c->rank_, &c->size_), "comm_rank");
   c->id_ = g_next_id.fetch_add(1);
   std::lock_guard<std::mutex> lock(g_comms_mu);
@@ -167,7 +206,7 @@ spora_comm_id_t exchange_unique_id(TcpStore& store, const std::string& backend, 
 }
 
 std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::string& backend, int32_t rank,
-                                                   int32_t size) {
+                                                   int32_t size, Device* device) {
   if (rank < 0 || size < 0) launcher_rank_size(&rank, &size);
   if (size < 1 || rank >= size)
     fail(Code::kInvalidArgument, "[comm] rank {} does not fit a communicator of size {}", rank, size);
@@ -185,6 +224,8 @@ std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::stri
   if (!rec->loaded() || !rec->ensure_ready())
     fail(Code::kUnavailable, "[comm] collective backend '{}' is unavailable: {}", backend, rec->reason());
   const spora_collective_api_t* api = rec->collective_api();
+  const spora_ext_collective_device_t* on = device_extension(api);
+  Device* bound = on ? bind_device(ctx, backend, on->device_plugin ? on->device_plugin : "", device) : nullptr;
   spora_comm_id_t id{};
   if (!api->get_unique_id)
     fail(Code::kUnimplemented, "[comm] collective backend '{}' has no get_unique_id", backend);
@@ -200,8 +241,9 @@ std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::stri
   else
     throw_if_error(api->get_unique_id(&id), "[comm create] backend " + backend);
   spora_comm_t* comm = nullptr;
-  throw_if_error(api->comm_init(&id, rank, size, -1, &comm), "[comm create] backend " + backend);
-  return adopt(rec, comm, backend);
+  throw_if_error(api->comm_init(&id, rank, size, bound ? bound->index() : -1, &comm),
+                 "[comm create] backend " + backend + (bound ? " on " + bound->name() : std::string()));
+  return adopt(rec, comm, backend, bound);
 }
 
 std::shared_ptr<Communicator> Communicator::find(int64_t id, const std::string& who) {
@@ -212,6 +254,12 @@ std::shared_ptr<Communicator> Communicator::find(int64_t id, const std::string& 
     fail(Code::kNotFound, "[{}] no live communicator has id {}; create one (spora_comm_create) and keep it alive", who,
          id);
   return c;
+}
+
+std::shared_ptr<Communicator> Communicator::lookup(int64_t id) {
+  std::lock_guard<std::mutex> lock(g_comms_mu);
+  auto it = comms().find(id);
+  return it == comms().end() ? nullptr : it->second.lock();
 }
 
 Communicator::~Communicator() {
@@ -240,7 +288,7 @@ std::shared_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
     check(api_->comm_split(comm_, color, key, &out), "split");
   }
   if (!out) return nullptr;
-  auto c = adopt(plugin_, out, backend_);
+  auto c = adopt(plugin_, out, backend_, device_);
   c->timeout_ms_.store(timeout_ms_.load());
   return c;
 }
@@ -254,11 +302,44 @@ void Communicator::all_reduce_host(const void* send, void* recv, size_t count, D
   check(api_->all_reduce(comm_, send, recv, count, dtype, op, nullptr, timeout()), "all_reduce");
 }
 
+void Communicator::need_on_device(const Tensor& t, const char* what) const {
+  if (t.device() != device_)
+    fail(Code::kInvalidArgument,
+         "[comm {}] backend {} runs on {} but the tensor is on {}: move it there first (tensor.to(\"{}\"))", what,
+         backend_, device_->name(), t.device()->name(), device_->name());
+}
+
+// A call of a device-bound communicator: device addresses, enqueued on the
+// device's default stream, so it is ordered with the kernels around it.
+#define SPORA_DEVICE_CALL(what, call, ...)                                     \
+  do {                                                                         \
+    const Tensor* ts_[] = {__VA_ARGS__};                                       \
+    for (const Tensor* t_ : ts_) need_on_device(*t_, what);                    \
+    void* stream = device_->native_stream(Device::Lane::kCompute);            \
+    spora_plugin_error_t* e_;                                                  \
+    {                                                                          \
+      std::lock_guard<std::mutex> lock_(call_mu_);                             \
+      e_ = call;                                                               \
+    }                                                                          \
+    if (abandoned(e_))                                                         \
+      for (const Tensor* t_ : ts_) quarantine_tensor(*t_);                     \
+    check(e_, what);                                                           \
+    return;                                                                    \
+  } while (0)
+#define SPORA_PTR(t) reinterpret_cast<void*>((t).data())
+
 void Communicator::all_reduce(const Tensor& in, const Tensor& out, int32_t op) {
   check_same_dtype(in, out, "all_reduce");
   if (in.shape.numel() != out.shape.numel())
     fail(Code::kInvalidArgument, "[comm all_reduce] input has {} elements but output has {}", in.shape.numel(),
          out.shape.numel());
+  if (device_) {
+    SPORA_NEED_FN(all_reduce);
+    SPORA_DEVICE_CALL("all_reduce",
+                      api_->all_reduce(comm_, SPORA_PTR(in), SPORA_PTR(out), static_cast<size_t>(out.shape.numel()),
+                                       out.dtype, op, stream, timeout()),
+                      &in, &out);
+  }
   const bool same = in.buffer == out.buffer && in.offset == out.offset;
   HostBuffer o(out, same);
   std::unique_ptr<HostBuffer> i;
@@ -284,6 +365,11 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
   if (out.shape.numel() != in.shape.numel() * size_)
     fail(Code::kInvalidArgument, "[comm all_gather] output has {} elements; it needs size {} x input's {} = {}",
          out.shape.numel(), size_, in.shape.numel(), in.shape.numel() * size_);
+  if (device_)
+    SPORA_DEVICE_CALL("all_gather",
+                      api_->all_gather(comm_, SPORA_PTR(in), SPORA_PTR(out), static_cast<size_t>(in.shape.numel()),
+                                       in.dtype, stream, timeout()),
+                      &in, &out);
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
@@ -304,6 +390,11 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t o
   if (in.shape.numel() != out.shape.numel() * size_)
     fail(Code::kInvalidArgument, "[comm reduce_scatter] input has {} elements; it needs size {} x output's {} = {}",
          in.shape.numel(), size_, out.shape.numel(), out.shape.numel() * size_);
+  if (device_)
+    SPORA_DEVICE_CALL("reduce_scatter",
+                      api_->reduce_scatter(comm_, SPORA_PTR(in), SPORA_PTR(out),
+                                           static_cast<size_t>(out.shape.numel()), in.dtype, op, stream, timeout()),
+                      &in, &out);
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
@@ -320,6 +411,11 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t o
 
 void Communicator::broadcast(const Tensor& t, int32_t root) {
   SPORA_NEED_FN(broadcast);
+  if (device_)
+    SPORA_DEVICE_CALL("broadcast",
+                      api_->broadcast(comm_, SPORA_PTR(t), SPORA_PTR(t), static_cast<size_t>(t.shape.numel()), t.dtype,
+                                      root, stream, timeout()),
+                      &t);
   HostBuffer b(t, rank_ == root);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
@@ -338,6 +434,11 @@ void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
     fail(Code::kInvalidArgument,
          "[comm all_to_all] input ({} elements) and output ({}) must be equal and divisible by size {}",
          in.shape.numel(), out.shape.numel(), size_);
+  if (device_)
+    SPORA_DEVICE_CALL("all_to_all",
+                      api_->all_to_all(comm_, SPORA_PTR(in), SPORA_PTR(out),
+                                       static_cast<size_t>(in.shape.numel() / size_), in.dtype, stream, timeout()),
+                      &in, &out);
   HostBuffer i(in, true), o(out, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
@@ -354,6 +455,11 @@ void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
 
 void Communicator::send(const Tensor& t, int32_t peer) {
   SPORA_NEED_FN(send);
+  if (device_)
+    SPORA_DEVICE_CALL("send",
+                      api_->send(comm_, SPORA_PTR(t), static_cast<size_t>(t.shape.numel()), t.dtype, peer, stream,
+                                 timeout()),
+                      &t);
   HostBuffer b(t, true);
   std::lock_guard<std::mutex> lock(call_mu_);
   spora_plugin_error_t* e =
@@ -364,6 +470,11 @@ void Communicator::send(const Tensor& t, int32_t peer) {
 
 void Communicator::recv(const Tensor& t, int32_t peer) {
   SPORA_NEED_FN(recv);
+  if (device_)
+    SPORA_DEVICE_CALL("recv",
+                      api_->recv(comm_, SPORA_PTR(t), static_cast<size_t>(t.shape.numel()), t.dtype, peer, stream,
+                                 timeout()),
+                      &t);
   HostBuffer b(t, false);
   {
     std::lock_guard<std::mutex> lock(call_mu_);
@@ -382,9 +493,15 @@ size_t quarantined_bytes() {
 
 void Communicator::barrier() {
   SPORA_NEED_FN(barrier);
+  // A device-bound barrier waits for the stream too: the work before it on
+  // this rank has finished when it returns.
+  if (device_) device_->synchronize();
   std::lock_guard<std::mutex> lock(call_mu_);
   check(api_->barrier(comm_, nullptr, timeout()), "barrier");
 }
+
+#undef SPORA_DEVICE_CALL
+#undef SPORA_PTR
 
 namespace {
 
@@ -476,6 +593,145 @@ void Communicator::run_host(const std::string& op, const Attrs& attrs, const Ten
   fail(Code::kInternal, "[{}] is not a collective the scheduler runs", op);
 }
 
+std::string Communicator::device_layout_problem(const std::string& op, const Attrs& attrs, const TensorMeta& in,
+                                                const TensorMeta& out) {
+  if (op == "all_reduce") return "";
+  if (op == "all_to_all")
+    return "all_to_all regroups blocks along its axes, which only host-memory backends do in a graph";
+  if (op != "all_gather" && op != "reduce_scatter") return op + " is not a collective the scheduler runs";
+  const Shape& full = op == "all_gather" ? out.shape : in.shape;
+  const int64_t axis = attrs.get_int("axis");
+  for (int64_t d = 0; d < axis; ++d)
+    if (full.dims[d] > 1)
+      return fmt::format("{} along dim {} of {} interleaves the ranks' blocks, which only host-memory backends do in "
+                         "a graph; gather along dim 0 instead",
+                         op, axis, full.str());
+  return "";
+}
+
+void Communicator::run_device(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
+                              const void* send, void* recv, int32_t reduce_op, Device::Lane lane) {
+  if (!device_) fail(Code::kInternal, "[{}] communicator {} is not bound to a device", op, id_);
+  const std::string problem = device_layout_problem(op, attrs, in, out);
+  if (!problem.empty()) fail(Code::kUnimplemented, "[{}] {}", op, problem);
+  if (op != "all_reduce" && attrs.get_int("size") != size_)
+    fail(Code::kInvalidArgument, "[{}] the graph was built for {} ranks but communicator {} has {}", op,
+         attrs.get_int("size"), id_, size_);
+  void* stream = device_->native_stream(lane);
+  spora_plugin_error_t* e = nullptr;
+  std::lock_guard<std::mutex> lock(call_mu_);
+  if (op == "all_reduce") {
+    SPORA_NEED_FN(all_reduce);
+    e = api_->all_reduce(comm_, send, recv, static_cast<size_t>(in.shape.numel()), in.dtype, reduce_op, stream,
+                         timeout());
+  } else if (op == "all_gather") {
+    SPORA_NEED_FN(all_gather);
+    e = api_->all_gather(comm_, send, recv, static_cast<size_t>(in.shape.numel()), in.dtype, stream, timeout());
+  } else {
+    SPORA_NEED_FN(reduce_scatter);
+    e = api_->reduce_scatter(comm_, send, recv, static_cast<size_t>(out.shape.numel()), in.dtype, reduce_op, stream,
+                             timeout());
+  }
+  check(e, op.c_str());
+}
+
 #undef SPORA_NEED_FN
+
+void Communicator::Job::mark_ready() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ready = true;
+  }
+  cv.notify_all();
+}
+
+void Communicator::Job::cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (ready) return;
+    fn = nullptr;
+    ready = true;
+  }
+  cv.notify_all();
+}
+
+void Communicator::Job::wait() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done; });
+}
+
+void Communicator::Job::rethrow() const {
+  if (error) std::rethrow_exception(error);
+}
+
+namespace {
+
+// The collective thread: posted jobs in order, each once its poster marked
+// it ready. Posters always mark their jobs ready (or cancel them) and wait
+// for them before the memory they use goes (sched/executor.cpp). Never
+// destroyed: it idles on its queue until the process ends.
+class JobQueue {
+ public:
+  void push(std::shared_ptr<Communicator::Job> job) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!thread_started_) {
+        std::thread([this] { run(); }).detach();
+        thread_started_ = true;
+      }
+      jobs_.push_back(std::move(job));
+    }
+    cv_.notify_one();
+  }
+  static JobQueue& get() {
+    static auto* q = new JobQueue();
+    return *q;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::shared_ptr<Communicator::Job> job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      Communicator::run_job(*job);
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Communicator::Job>> jobs_;
+  bool thread_started_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<Communicator::Job> Communicator::post(std::function<void()> fn) {
+  auto job = std::make_shared<Job>();
+  job->fn = std::move(fn);
+  JobQueue::get().push(job);
+  return job;
+}
+
+void Communicator::run_job(Job& job) {
+  {
+    std::unique_lock<std::mutex> lock(job.mu);
+    job.cv.wait(lock, [&] { return job.ready; });
+  }
+  try {
+    if (job.fn) job.fn();
+  } catch (...) {
+    job.error = std::current_exception();
+  }
+  job.fn = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(job.mu);
+    job.done = true;
+  }
+  job.cv.notify_all();
+}
 
 }  // namespace spora

@@ -6,13 +6,18 @@
 #include <spora/plugin.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "ops/collective.h"  // is_collective_op, reduce_op_from_name
+#include "runtime/device.h"
 #include "runtime/tensor.h"
 
 namespace spora {
@@ -24,10 +29,21 @@ class Communicator {
  public:
   // Joins the communicator of all ranks over `backend`; rank/size < 0 come
   // from the launcher's environment (see launcher_rank_size).
-  static std::shared_ptr<Communicator> create(Context& ctx, const std::string& backend, int32_t rank, int32_t size);
+  // A backend that moves device memory (NCCL: SPORA_EXT_COLLECTIVE_DEVICE)
+  // binds the communicator to `device`, which must be one of its device
+  // plugin's; null picks that plugin's device LOCAL_RANK % count (the
+  // launcher sets LOCAL_RANK). A host-memory backend ignores `device`.
+  static std::shared_ptr<Communicator> create(Context& ctx, const std::string& backend, int32_t rank, int32_t size,
+                                              Device* device = nullptr);
   // The live communicator with this id, or a kNotFound error naming `who`.
   static std::shared_ptr<Communicator> find(int64_t id, const std::string& who);
+  // The same, or null.
+  static std::shared_ptr<Communicator> lookup(int64_t id);
   ~Communicator();
+
+  // The device whose memory and streams the backend uses; null for a
+  // host-memory backend.
+  Device* device() const { return device_; }
 
   int32_t rank() const { return rank_; }
   int32_t size() const { return size_; }
@@ -57,11 +73,46 @@ class Communicator {
   // non-trivial one reorder blocks through a host buffer.
   void run_host(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
                 const void* send, void* recv, int32_t reduce_op);
+  // The same on a device-bound communicator, over its device's memory,
+  // enqueued on `lane` of the device (returns once enqueued). Only the
+  // layouts that need no reordering: all_reduce, and all_gather /
+  // reduce_scatter along their outermost non-trivial dim (device_layout_ok).
+  void run_device(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
+                  const void* send, void* recv, int32_t reduce_op, Device::Lane lane);
+  // Why a graph's collective cannot run on the device (run_device), or "".
+  static std::string device_layout_problem(const std::string& op, const Attrs& attrs, const TensorMeta& in,
+                                           const TensorMeta& out);
+
+  // Work for the process's collective thread, run in the order posted
+  // (over every communicator: ranks post in the same order, so they run
+  // their collectives in the same order): a graph's collective overlapped
+  // with the kernels the caller keeps launching.
+  class Job {
+   public:
+    void mark_ready();  // the inputs are written: the job may start
+    void cancel();      // it will never be ready: skip it (no-op once ready)
+    void wait();        // until it ran; does not throw
+    // Its failure, rethrown (after wait()).
+    void rethrow() const;
+
+   private:
+    friend class Communicator;
+    std::function<void()> fn;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool ready = false, done = false;
+    std::exception_ptr error;
+  };
+  static std::shared_ptr<Job> post(std::function<void()> fn);
+  static void run_job(Job& job);  // the collective thread's loop body
 
  private:
   Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend);
-  static std::shared_ptr<Communicator> adopt(PluginRecord* plugin, spora_comm_t* comm, const std::string& backend);
+  static std::shared_ptr<Communicator> adopt(PluginRecord* plugin, spora_comm_t* comm, const std::string& backend,
+                                             Device* device);
   void check(spora_plugin_error_t* err, const char* what);
+  // A device-bound call's tensors: on the bound device, else an error.
+  void need_on_device(const Tensor& t, const char* what) const;
 
   PluginRecord* plugin_;
   const spora_collective_api_t* api_;
@@ -71,6 +122,7 @@ class Communicator {
   int64_t id_ = 0;
   std::atomic<int64_t> timeout_ms_{-1};
   std::mutex call_mu_;  // the contract: one thread at a time per communicator
+  Device* device_ = nullptr;
 };
 
 // Rank and size from the launcher's environment: OMPI_COMM_WORLD_RANK/SIZE

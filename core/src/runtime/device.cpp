@@ -192,6 +192,54 @@ Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
 }
 }  // namespace
 
+spora_stream_t* Device::lane_stream(Lane lane) {
+  if (lane == Lane::kCompute) return stream();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!comm_stream_)
+    if (spora_plugin_error_t* e = api_->stream_create(index_, &comm_stream_))
+      raise(e, "[" + name_ + "] stream_create (communication stream)");
+  return comm_stream_;
+}
+
+void* Device::native_stream(Lane lane) {
+  check_alive();
+  auto* fn = need_entry(api_->stream_native_handle, "stream_native_handle", name_);
+  void* h = nullptr;
+  if (spora_plugin_error_t* e = fn(lane_stream(lane), &h)) raise(e, "[" + name_ + "] stream_native_handle");
+  return h;
+}
+
+Device::Event::Event(Device* d) : device_(d) {
+  auto* fn = need_entry(d->api_->event_create, "event_create", d->name_);
+  if (spora_plugin_error_t* e = fn(d->index_, &handle_)) d->raise(e, "[" + d->name_ + "] event_create");
+}
+
+Device::Event::~Event() {
+  if (handle_ && device_->api_->event_destroy)
+    if (spora_plugin_error_t* e = device_->api_->event_destroy(handle_)) {
+      logger().error("[{}] event_destroy: {}", device_->name_, e->message ? e->message : "");
+      e->destroy(e);
+    }
+}
+
+void Device::record(Event& ev, Lane lane) {
+  check_alive();
+  auto* fn = need_entry(api_->event_record, "event_record", name_);
+  if (spora_plugin_error_t* e = fn(ev.handle(), lane_stream(lane))) raise(e, "[" + name_ + "] event_record");
+}
+
+void Device::wait(Lane waiter, Event& ev) {
+  check_alive();
+  auto* fn = need_entry(api_->stream_wait_event, "stream_wait_event", name_);
+  if (spora_plugin_error_t* e = fn(lane_stream(waiter), ev.handle())) raise(e, "[" + name_ + "] stream_wait_event");
+}
+
+void Device::synchronize_comm() {
+  ++host_waits_;
+  if (spora_plugin_error_t* e = api_->stream_synchronize(lane_stream(Lane::kComm)))
+    raise(e, "[" + name_ + "] synchronize (communication stream)");
+}
+
 Device::MemoryStats Device::memory_stats() {
   check_alive();
   const bool has = SPORA_STRUCT_HAS(api_, spora_device_api_t, memory_stats) && api_->memory_stats;

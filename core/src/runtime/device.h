@@ -129,6 +129,35 @@ class Device {
               spora_devptr_t workspace);
   static constexpr size_t kSharedWorkspaceMax = size_t{1} << 20;
 
+  // ---- lanes: the default stream and the communication stream ----
+  // Collectives on device memory (a device-bound communicator) run on a
+  // second stream so that backward kernels keep the default one busy; the
+  // two are ordered by events (execution plans record and wait them).
+  enum class Lane { kCompute, kComm };
+  // The plugin's native handle (cudaStream_t, ...) of a lane's stream;
+  // throws Code::kUnimplemented naming the device without
+  // stream_native_handle.
+  void* native_stream(Lane lane);
+  // A point in a lane's stream, reusable (re-recording moves the point).
+  class Event {
+   public:
+    explicit Event(Device* d);
+    ~Event();
+    Event(const Event&) = delete;
+    Event& operator=(const Event&) = delete;
+    spora_event_t* handle() const { return handle_; }
+
+   private:
+    Device* device_;
+    spora_event_t* handle_ = nullptr;
+  };
+  // Records `e` at the current end of `lane`; work later enqueued on
+  // `waiter` waits for it.
+  void record(Event& e, Lane lane);
+  void wait(Lane waiter, Event& e);
+  // Blocks until every item of the comm lane has run (its errors raised).
+  void synchronize_comm();
+
   // ---- stream capture (plugin ABI 1.2; plan_capture.h uses it) ----
   // Recorded work, freed with the plugin when the last reference goes.
   class Captured {
@@ -182,6 +211,8 @@ class Device {
   std::mutex mu_;
   spora_stream_t* stream_ = nullptr;
   spora_stream_t* capture_stream_ = nullptr;  // the recording stream while a thread captures
+  spora_stream_t* comm_stream_ = nullptr;     // Lane::kComm, made on first use
+  spora_stream_t* lane_stream(Lane lane);
   std::mutex capture_mu_;                     // held from begin_capture to end_capture
   std::unordered_multimap<uint64_t, std::shared_ptr<KernelEntry>> kernels_;
   // Kernel scratch memory, grown on demand and reused: fresh pages for a

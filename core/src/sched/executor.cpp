@@ -78,11 +78,53 @@ std::vector<const Tensor*> pointers(const std::vector<Tensor>& ts) {
   return p;
 }
 
+// The collectives one run started without waiting (plan.h, "Overlap") on
+// communicators' threads. They use the run's memory, so the run ends (even
+// by an exception) only once they have: the destructor skips those never
+// released to start and waits for the rest.
+struct AsyncCollectives {
+  struct Pending {
+    std::shared_ptr<Communicator> comm;  // keeps the thread the job runs on
+    std::shared_ptr<Communicator::Job> job;
+    int32_t node = 0;
+    bool released = false;  // marked ready, or a callback that will is queued
+  };
+  ExecutionPlan& p;
+  std::vector<Pending> slots;
+
+  explicit AsyncCollectives(ExecutionPlan& plan) : p(plan), slots(static_cast<size_t>(plan.num_async)) {}
+  ~AsyncCollectives() {
+    for (Pending& s : slots) {
+      if (!s.job) continue;
+      if (!s.released) s.job->cancel();
+      s.job->wait();
+    }
+  }
+  // Waits for every job and raises the first failure, naming its node.
+  void finish() {
+    for (Pending& s : slots)
+      if (s.job) s.job->wait();
+    for (Pending& s : slots) {
+      if (!s.job) continue;
+      try {
+        s.job->rethrow();
+      } catch (const Error& e) {
+        node_error(p.graph.node(s.node), e.code(), e.what());
+      } catch (const std::exception& e) {
+        node_error(p.graph.node(s.node), Code::kInternal, e.what());
+      }
+    }
+  }
+  static void ready(void* job, const spora_plugin_error_t*) { static_cast<Communicator::Job*>(job)->mark_ready(); }
+  static void await(void* job, const spora_plugin_error_t*) { static_cast<Communicator::Job*>(job)->wait(); }
+};
+
 // One run of a plan: what its slots resolve to.
 struct Frame {
   ExecutionPlan& p;
   const std::vector<const Tensor*>& params;
   const std::vector<Tensor>& outputs;
+  AsyncCollectives* async;
 
   const Slot& root_slot(ir::Value v) const {
     const Slot* s = &p.slot(v);
@@ -159,20 +201,95 @@ void run_host_kernel(const Frame& f, Step& step) {
   }
 }
 
-// The collective reads what earlier launches wrote and blocks until every
-// rank joins, so it runs on the host once the stream has drained, and its
-// errors (a timeout naming the collective) belong to this run.
+// A device-bound async collective's events: inputs ready (compute lane),
+// done (comm lane).
+Device::Event& comm_event(ExecutionPlan& p, int32_t slot, int which) {
+  if (p.comm_events.empty()) p.comm_events.resize(static_cast<size_t>(p.num_async) * 2);
+  auto& e = p.comm_events[static_cast<size_t>(slot) * 2 + static_cast<size_t>(which)];
+  if (!e) e = std::make_unique<Device::Event>(p.device);
+  return *e;
+}
+
+// A device-bound communicator (NCCL) enqueues the collective on the
+// device's streams: in line on the compute stream, or -- async -- on the
+// comm stream after the compute stream's point, so later kernels run
+// beside it. A host-memory communicator reads what earlier launches wrote
+// and blocks until every rank joins: in line it runs once the stream has
+// drained; async it runs on the communicator's thread once the stream
+// reaches it (a host callback releases it), while this thread goes on
+// launching. Errors (a timeout naming the collective) belong to this run.
 void run_collective(const Frame& f, const Step& step) {
   Device* d = f.p.device;
-  std::shared_ptr<Communicator> comm = Communicator::find(step.group, f.p.graph.node(step.node).op->name);
-  if (d->has_async())
-    d->wait_idle();  // leaves the stream's pending error to the user's synchronize
-  else
-    d->synchronize();
   const ir::Node& n = f.p.graph.node(step.node);
-  comm->run_host(n.op->name, n.attrs, f.p.graph.meta(step.inputs[0]), f.p.graph.meta(step.outputs[0]),
-                 reinterpret_cast<const void*>(f.addr(step.inputs[0])), reinterpret_cast<void*>(f.addr(step.outputs[0])),
-                 step.reduce_op);
+  std::shared_ptr<Communicator> comm = Communicator::find(step.group, n.op->name);
+  const TensorMeta& in = f.p.graph.meta(step.inputs[0]);
+  const TensorMeta& out = f.p.graph.meta(step.outputs[0]);
+  const void* send = reinterpret_cast<const void*>(f.addr(step.inputs[0]));
+  void* recv = reinterpret_cast<void*>(f.addr(step.outputs[0]));
+  if (Device* cd = comm->device()) {
+    if (cd != d)
+      fail(Code::kInvalidArgument, "[{}] communicator {} runs on {}, but the graph runs on {}", n.op->name,
+           comm->id(), cd->name(), d->name());
+    if (step.async_slot < 0) return comm->run_device(n.op->name, n.attrs, in, out, send, recv, step.reduce_op,
+                                                     Device::Lane::kCompute);
+    Device::Event& ready = comm_event(f.p, step.async_slot, 0);
+    d->record(ready, Device::Lane::kCompute);
+    d->wait(Device::Lane::kComm, ready);
+    comm->run_device(n.op->name, n.attrs, in, out, send, recv, step.reduce_op, Device::Lane::kComm);
+    d->record(comm_event(f.p, step.async_slot, 1), Device::Lane::kComm);
+    return;
+  }
+  if (step.async_slot < 0) {
+    // Behind the collectives this run started, if any: every rank then
+    // runs them in the same order.
+    std::shared_ptr<Communicator::Job> job;
+    if (f.p.num_async > 0) job = Communicator::post([&] { comm->run_host(n.op->name, n.attrs, in, out, send, recv, step.reduce_op); });
+    try {
+      if (d->has_async())
+        d->wait_idle();  // leaves the stream's pending error to the user's synchronize
+      else
+        d->synchronize();
+    } catch (...) {
+      if (job) {
+        job->cancel();
+        job->wait();
+      }
+      throw;
+    }
+    if (!job) return comm->run_host(n.op->name, n.attrs, in, out, send, recv, step.reduce_op);
+    job->mark_ready();
+    job->wait();
+    job->rethrow();
+    return;
+  }
+  AsyncCollectives::Pending& s = f.async->slots[static_cast<size_t>(step.async_slot)];
+  Communicator* c = comm.get();  // s.comm keeps it alive while the job may run
+  s.comm = comm;
+  s.node = step.node;
+  s.job = comm->post([c, op = n.op->name, attrs = n.attrs, in, out, send, recv, r = step.reduce_op] {
+    c->run_host(op, attrs, in, out, send, recv, r);
+  });
+  if (d->has_async()) {
+    d->host_callback(&AsyncCollectives::ready, s.job.get());
+  } else {
+    s.job->mark_ready();
+  }
+  s.released = true;
+}
+
+// Before a step reading an async collective's outputs: the compute stream
+// (or, for a device without one, this thread) waits until it finished.
+void wait_collective(const Frame& f, int32_t slot) {
+  Device* d = f.p.device;
+  AsyncCollectives::Pending& s = f.async->slots[static_cast<size_t>(slot)];
+  if (!s.job) {  // device-bound
+    d->wait(Device::Lane::kCompute, comm_event(f.p, slot, 1));
+    return;
+  }
+  if (d->has_async())
+    d->host_callback(&AsyncCollectives::await, s.job.get());
+  else
+    s.job->wait();
 }
 
 void run_if(const Frame& f, Step& step) {
@@ -204,6 +321,7 @@ void run_while(const Frame& f, Step& step) {
 }
 
 void run_step(const Frame& f, Step& step) {
+  for (int32_t slot : step.waits) wait_collective(f, slot);
   switch (step.kind) {
     case Step::kIf: return run_if(f, step);  // nested plans' errors name their own nodes
     case Step::kWhile: return run_while(f, step);
@@ -246,8 +364,11 @@ void run_plan(ExecutionPlan& p, const std::vector<const Tensor*>& params, const 
   check_bound_params(p.graph, p.param_nodes, p.device, params, false);
   raise_host_error();
   check_outputs(p, outputs);
-  const Frame f{p, params, outputs};
+  AsyncCollectives async(p);
+  const Frame f{p, params, outputs, &async};
   for (const auto& step : p.steps) run_step(f, *step);
+  for (int32_t slot : p.waits_at_end) wait_collective(f, slot);
+  async.finish();
   // Outputs that are graph inputs, constants, or views of something other
   // than a fresh output buffer: copy their bytes into the output tensors.
   for (size_t i = 0; i < p.graph.outputs().size(); ++i) {

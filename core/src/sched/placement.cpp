@@ -104,7 +104,19 @@ Placement place(const ir::Graph& graph, Device* device, Device* fallback) {
     if (call.view) continue;
     if (is_collective_op(*n.op)) {
       // The scheduler runs collectives itself, on the memory the plan
-      // already has: the collective plugins move host memory.
+      // already has: a device-bound communicator (NCCL) moves that device's
+      // memory on its streams; the others move host memory.
+      const std::shared_ptr<Communicator> comm = Communicator::lookup(call.attrs.get_int("group"));
+      if (comm && comm->device()) {
+        if (comm->device() != device)
+          node_error(n, Code::kInvalidArgument,
+                     fmt::format("[{}] communicator {} ({}) runs on {}, but the graph is compiled for {}", n.op->name,
+                                 comm->id(), comm->backend(), comm->device()->name(), device->name()));
+        const std::string problem = Communicator::device_layout_problem(n.op->name, call.attrs, call.in[0], call.out[0]);
+        if (!problem.empty()) node_error(n, Code::kUnimplemented, fmt::format("[{}] {}", n.op->name, problem));
+        n.device = device->name();
+        continue;
+      }
       if (!device->unified_memory())
         node_error(n, Code::kUnimplemented,
                    fmt::format("[{}] graph-mode collectives need host-addressable device memory; {} has none "

@@ -6,12 +6,12 @@
 // is immutable, and one plan serves one run at a time (its arenas hold that
 // run's intermediates).
 //
-// Streams: every step runs on the device's default stream today. Multiple
-// streams and overlapping gradient collectives with the backward pass go
-// here: a stream per step (Step::stream), the events a step waits for, and
-// num_streams; a stage between plan_kernels and the arenas assigns them,
-// and plan_device_arena must then keep buffers live across the streams
-// that share them.
+// Overlap (plan_overlap.cpp): a collective whose outputs are not read by
+// the next step is started asynchronously -- on the device's communication
+// lane for a device-bound communicator (NCCL), else on the communicator's
+// own thread -- and the first step reading its outputs waits for it
+// (Step::waits); the lifetimes of its operands reach that step, so no
+// kernel in between reuses their memory.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -48,10 +48,14 @@ struct HostCopy {
 struct Step {
   enum Kind { kKernel, kHostKernel, kIf, kWhile, kCollective } kind = kKernel;
   int32_t node = 0;
-  int32_t stream = 0;  // always the default stream today (see above)
   // kCollective: the communicator id ("group") and reduce op of all_reduce.
   int64_t group = 0;
   int32_t reduce_op = 0;
+  // kCollective started without waiting (see above): its index among the
+  // plan's async collectives, else -1. Any step: the async collectives it
+  // waits for before it runs.
+  int32_t async_slot = -1;
+  std::vector<int32_t> waits;
   KernelRef kernel;  // kKernel; kHostKernel: planned on the cpu device
   std::vector<ir::Value> inputs;
   std::vector<ir::Value> outputs;
@@ -103,7 +107,12 @@ struct ExecutionPlan {
   // cpu steps run from host callbacks between async copies (the device has
   // pinned host memory for the host arena), else synchronously.
   bool host_steps_async = false;
-  int32_t num_streams = 1;
+  // Async collectives (Step::async_slot), those no step reads (waited for
+  // at the end of a run), and the events of device-bound ones: per slot,
+  // "inputs ready" on the compute lane and "done" on the comm lane.
+  int32_t num_async = 0;
+  std::vector<int32_t> waits_at_end;
+  std::vector<std::unique_ptr<Device::Event>> comm_events;
   // Per graph output: the param positions (plan.h's param_nodes) whose
   // memory the output may be written into instead of a fresh tensor -- the
   // param is read by no step after the one writing the output (or only by

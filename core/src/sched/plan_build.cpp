@@ -274,6 +274,7 @@ void plan_lifetimes_and_aliases(PlanBuild& b) {
     Slot& slot = p.slot(p.root({v.first, v.second}));
     if (slot.kind == Slot::kArena) slot = {Slot::kOutput, pos, 0, {}};
   }
+  plan_collective_overlap(b);
   plan_host_reads(b);
   plan_output_donation(b);
 }

@@ -14,6 +14,9 @@
 //                                  resolved to their root (a view keeps its
 //                                  root alive), graph outputs out of the
 //                                  arena, who reads what on cpu and device
+//      plan_collective_overlap     (inside 3) collectives started without
+//                                  waiting, where each is waited for, and
+//                                  their operands' lifetimes to there
 //   4. plan_device_arena           one device arena by liveness, in-place
 //                                  reuse, allocated
 //   5. plan_host_steps             the pinned host arena and the copies in
@@ -55,6 +58,7 @@ struct PlanBuild {
 void place(PlanBuild& b, const ir::Graph& graph, Device* device);
 void plan_kernels(PlanBuild& b);
 void plan_lifetimes_and_aliases(PlanBuild& b);
+void plan_collective_overlap(PlanBuild& b);  // plan_overlap.cpp
 void plan_device_arena(PlanBuild& b);
 void plan_host_steps(PlanBuild& b);
 void plan_workspaces(PlanBuild& b);

@@ -1,6 +1,8 @@
 // spora._C.Comm: a communicator (spora_comm_*) for spora.communication.
 // Calls release the GIL: they wait for the other ranks, and a thread of
 // this process may need to abort them meanwhile.
+#include <optional>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include "common.h"
@@ -52,13 +54,20 @@ void bind_comm(nb::module_& m) {
   nb::class_<PyComm>(m, "Comm", "A communicator over a collective backend (spora_communicator_t).")
       .def(
           "__init__",
-          [](PyComm* self, const std::string& backend, int32_t rank, int32_t size) {
+          [](PyComm* self, const std::string& backend, int32_t rank, int32_t size, std::optional<std::string> device) {
             new (self) PyComm();
             self->backend = backend;
             spora_context_t* ctx = context();
-            call([&] { return spora_comm_create(ctx, backend.c_str(), rank, size, &self->c); });
+            spora_device_t* dev = device ? find_device(*device) : nullptr;
+            call([&] { return spora_comm_create_on_device(ctx, backend.c_str(), dev, rank, size, &self->c); });
           },
-          nb::arg("backend"), nb::arg("rank") = -1, nb::arg("size") = -1)
+          nb::arg("backend"), nb::arg("rank") = -1, nb::arg("size") = -1, nb::arg("device") = nb::none())
+      .def_prop_ro("device", [](PyComm& c) -> std::optional<std::string> {
+        spora_device_t* d = nullptr;
+        check(spora_comm_device(live(c).c, &d));
+        if (!d) return std::nullopt;
+        return std::string(device_name(d));
+      })
       .def_prop_ro("rank", [](PyComm& c) {
         int32_t r = 0;
         check(spora_comm_rank(live(c).c, &r, nullptr));

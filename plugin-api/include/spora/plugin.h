@@ -162,6 +162,18 @@ typedef struct spora_ext {
 
 #define SPORA_EXT_VENDOR_BASE 0x10000u
 
+/* On spora_collective_api_t.extensions: the plugin moves device memory of
+ * the device plugin named `device_plugin` ("cuda" for NCCL), not host memory.
+ * comm_init's `device` is then an index of that plugin's devices, the
+ * buffers of every call are its device addresses, and `native_stream` its
+ * stream_native_handle. Without this extension a collective plugin moves
+ * host memory and the host stages device tensors through it. */
+#define SPORA_EXT_COLLECTIVE_DEVICE 1u
+typedef struct spora_ext_collective_device {
+  spora_ext_t header; /* type = SPORA_EXT_COLLECTIVE_DEVICE */
+  const char* device_plugin;
+} spora_ext_collective_device_t;
+
 /* ------------------------------------------------------------------------ */
 /* Host services: what the host offers every plugin                          */
 /* ------------------------------------------------------------------------ */

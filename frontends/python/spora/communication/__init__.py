@@ -36,13 +36,23 @@ class GlobalComm:
     WORLD_COMM_GROUP = "spora_world_group"
 
 
-def init(backend_name="mpi", rank=None, group_size=None, timeout_ms=None):
-    """Joins the job's world communicator over `backend_name`. rank and
-    group_size default to the launcher's (mpirun's) environment; a process
-    started alone is rank 0 of 1. timeout_ms bounds every later collective
-    (default: SPORA_COMM_TIMEOUT_MS, else no limit). Calling init again
-    with the same backend is a no-op."""
+def init(backend_name=None, rank=None, group_size=None, timeout_ms=None):
+    """Joins the job's world communicator over `backend_name`: "nccl"
+    (MindSpore's GPU default; the communicator is bound to the device
+    set_context chose, and collectives run on its stream) or "mpi" (host
+    memory; any device). None picks "nccl" when training on a cuda device,
+    else "mpi". rank and group_size default to the launcher's environment
+    (spora launch, mpirun); a process started alone is rank 0 of 1.
+    timeout_ms bounds every later collective (default:
+    SPORA_COMM_TIMEOUT_MS, else no limit). Calling init again with the same
+    backend is a no-op."""
     global _world
+    device = _C.get_device()
+    if backend_name is None:
+        backend_name = "nccl" if device.startswith("cuda") else "mpi"
+    if backend_name == "hccl":
+        raise ValueError("[communication] Spora has no Ascend backend (hccl); use init(\"nccl\") on cuda devices "
+                         "or init(\"mpi\")")
     if _world is not None:
         if _world.backend != backend_name:
             raise ValueError(f"[communication] already initialised with backend '{_world.backend}'; "
@@ -50,7 +60,7 @@ def init(backend_name="mpi", rank=None, group_size=None, timeout_ms=None):
         return
     r = -1 if rank is None else int(rank)
     s = -1 if group_size is None else int(group_size)
-    _world = _C.Comm(backend_name, r, s)
+    _world = _C.Comm(backend_name, r, s, device)
     if timeout_ms is not None:
         _world.set_timeout(int(timeout_ms))
     GlobalComm.BACKEND = backend_name
