@@ -155,6 +155,14 @@ int driver(const std::string& self, int kills, uint32_t seed, std::string dir) {
     dir = tmpl;
     own_dir = true;
   }
+  // The directory this run made goes on every way out.
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!dir.empty()) fs::remove_all(dir, ec);
+    }
+  } cleanup{own_dir ? dir : std::string()};
   const std::string path = dir + "/ckpt.safetensors";
   std::mt19937 rng(seed);
 
@@ -248,7 +256,6 @@ int driver(const std::string& self, int kills, uint32_t seed, std::string dir) {
       "%d torn; last step %" PRId64 "\n",
       mid_write + after_commit + elsewhere + torn, secs, seed, save_us, dir.c_str(), mid_write, after_commit,
       elsewhere, before_ready, torn, step);
-  if (own_dir) fs::remove_all(dir);
   if (torn) return 1;
   // Kills that never hit a save would measure nothing.
   if (kills >= 100 && mid_write == 0) {
