@@ -36,7 +36,7 @@ void expect_rejected(const std::string& text, const char* why) {
 }
 
 TEST(ProtobufWireUtf8, ValidTextIsAccepted) {
-  for (const std::string s : {
+  for (const std::string& s : {
            std::string(""), std::string("conv1/weight"), std::string("\x7f"),
            std::string("\xc2\x80"),          // U+0080, the first 2-byte form
            std::string("\xc3\xa9t\xc3\xa9"),  // été
