@@ -506,7 +506,11 @@ SPORA_API spora_status_t spora_executable_free(spora_executable_t* exe);
  * SPORA_ERROR_INVALID_ARGUMENT naming the op and its source line.
  * Asynchronous: returns once the work is queued on the device's stream; the
  * host waits only to read if/while conditions, and reading an output waits
- * for it. Runs of one executable are serialised. */
+ * for it. Runs of one executable are serialised. An op of the run placed on
+ * cpu that fails after the call returned (it runs from a host callback in
+ * stream order) is reported to the calling thread -- by its next
+ * spora_device_synchronize, spora_tensor_read or run -- and never to
+ * another thread running the same executable. */
 SPORA_API spora_status_t spora_executable_run(spora_executable_t* exe, spora_tensor_t* const* params,
                                               size_t num_params, spora_tensor_t** outputs, size_t num_outputs);
 /* spora_executable_run, letting outputs overwrite params (a training step's
