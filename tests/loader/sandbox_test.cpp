@@ -202,6 +202,38 @@ TEST(Sandbox, CorruptOrUnwritableCacheIsIgnored) {
   EXPECT_EQ(children_left(), std::vector<std::string>{});
 }
 
+// A program that ignores SIGCHLD has its children reaped by the kernel, so
+// how a probe process ended is lost; that it ended before finishing the
+// handshake is not, and the plugin is still never loaded here.
+TEST(Sandbox, HostIgnoringSigchldIsStillProtected) {
+  Scenario s;
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  ASSERT_EQ(sigaction(SIGCHLD, &ignore, &old), 0);
+  std::map<std::string, spora::PluginInfo> mine;
+  {
+    spora::Context ctx;
+    ctx.add_plugin_path(s.plugins.string());
+    mine = plugins_under(ctx, s.plugins);
+  }
+  sigaction(SIGCHLD, &old, nullptr);
+  const std::map<std::string, std::string> want = {
+      {"ctorsegv", "ended in the constructor (dlopen) (how is unknown: this program ignores SIGCHLD)"},
+      {"probeabort", "ended in spora_plugin_probe_v1 (how is unknown"},
+      {"entryexit", "ended in spora_plugin_entry_v1 (how is unknown"},
+      {"probehang", "timed out after 1 s in spora_plugin_probe_v1"},
+      {"entrysegv", "ended in spora_plugin_entry_v1 (how is unknown"},
+  };
+  for (const auto& [name, reason] : want) {
+    ASSERT_EQ(mine.count(plugin_file(name)), 1u) << name;
+    EXPECT_FALSE(mine.at(plugin_file(name)).available) << name;
+    EXPECT_THAT(mine.at(plugin_file(name)).reason, HasSubstr(reason));
+  }
+  EXPECT_TRUE(mine.at(plugin_file("good")).available) << mine.at(plugin_file("good")).reason;
+  EXPECT_TRUE(mine.at(plugin_file("sim")).available) << mine.at(plugin_file("sim")).reason;
+  EXPECT_EQ(children_left(), std::vector<std::string>{});
+}
+
 // SPORA_PLUGIN_SANDBOX=0 loads candidates in the host as before: the
 // crashing constructor then takes the program down, which is what the
 // sandbox prevents.

@@ -173,8 +173,12 @@ SandboxVerdict judge(const Child& c, double timeout_s) {
     v.timed_out = true;
     v.reason = "timed out after " + seconds(timeout_s) + " s in " + stage_words(stage);
   } else if (!c.status_known) {
-    v.outcome = done ? O::kSurvived : O::kNotChecked;
-    if (!done) v.reason = "the probe process ended in " + stage_words(stage) + " with an unknown status (SIGCHLD ignored?)";
+    // The host ignores SIGCHLD, so the kernel reaped the child: how it ended
+    // is lost, but not whether it finished.
+    v.outcome = done ? O::kSurvived : stage.empty() ? O::kNotChecked : O::kDied;
+    if (!done)
+      v.reason = stage.empty() ? "the probe helper ended before opening the plugin"
+                               : "ended in " + stage_words(stage) + " (how is unknown: this program ignores SIGCHLD)";
   } else if (WIFEXITED(c.status) && WEXITSTATUS(c.status) == 0 && done) {
     v.outcome = O::kSurvived;
   } else if (stage.empty()) {
