@@ -92,7 +92,8 @@ inline std::string check_start(const fs::path& plugins, bool expect_cached) {
     if (p.available) bad << h.name << " is available\n";
     if (p.reason.rfind(want, 0) != 0) bad << h.name << " reason: " << p.reason << "\n  wanted: " << want << "...\n";
     const char* source = expect_cached ? "(verdict cached in " : "(seen in a probe process; not loaded)";
-    if (p.reason.find(source) == std::string::npos) bad << h.name << " reason lacks '" << source << "': " << p.reason << "\n";
+    if (p.reason.find(source) == std::string::npos)
+      bad << h.name << " reason lacks '" << source << "': " << p.reason << "\n";
   }
   for (const char* good : {"good", "sim"}) {
     auto it = mine.find(plugin_file(good));

@@ -138,7 +138,8 @@ void vet_plugins(const std::vector<std::string>& paths) {
           continue;
         }
         const bool survived = v.outcome == O::kSurvived;
-        cache.store(run[i].path, run[i].size, run[i].mtime_ns, CachedVerdict{survived, v.reason, v.timed_out ? timeout : 0.0});
+        cache.store(run[i].path, run[i].size, run[i].mtime_ns,
+                    CachedVerdict{survived, v.reason, v.timed_out ? timeout : 0.0});
         found[run[i].path] = survived ? PluginClearance{} : died(v.reason + " (seen in a probe process; not loaded)");
       }
       cache.save();
