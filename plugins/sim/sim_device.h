@@ -13,6 +13,9 @@
 // - latency (sim.lag_us / SPORA_SIM_LAG_US): no queued item starts earlier
 //   than lag_us after it was enqueued unless the host already waits for it,
 //   so the host runs ahead of the device (sim_stream.h);
+// - kernel time (sim.kernel_us / SPORA_SIM_KERNEL_US): each kernel lasts at
+//   least kernel_us on its stream, sleeping, so host threads (a collective's)
+//   run beside it as they would beside a GPU kernel;
 // - sticky failures (sim.fault_after_launches /
 //   SPORA_SIM_FAULT_AFTER_LAUNCHES=N): the N-th kernel launch on the device
 //   faults like an illegal address; from then on the device is failed and
@@ -72,6 +75,10 @@ class EngineThread {
 struct DeviceConfig {
   uint64_t lag_us = 0;                // 0 = the device starts each item at once
   uint64_t fault_after_launches = 0;  // 0 = never inject a fault
+  // Each kernel takes at least this long on the device (its stream worker
+  // sleeps the rest), without using a host core: what overlap benchmarks
+  // need to stand for a GPU's kernel time.
+  uint64_t kernel_us = 0;
 };
 
 // The engines and the failure state of one simulated device.

@@ -6,7 +6,9 @@
 // it, like an illegal address on a GPU: the device is failed from then on
 // (sticky, sim_device.h). An exception from a reference kernel (bad data,
 // e.g. an index out of range) stays an ordinary, non-sticky stream error.
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "error.h"
@@ -198,9 +200,12 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
           Stream::Where::kWorker);
     }
     // Exceptions thrown while running become the stream's error (Stream::run).
+    const auto min_time = std::chrono::microseconds(dev.config().kernel_us);
     return s->enqueue(
-        [k, in = std::move(in), out = std::move(out), ws](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+        [k, in = std::move(in), out = std::move(out), ws, min_time](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          const auto start = std::chrono::steady_clock::now();
           spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
+          if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
           return nullptr;
         },
         Stream::Where::kWorker, false, nullptr, std::move(ranges));

@@ -85,6 +85,7 @@ spora_plugin_error_t* create_state() {
   DeviceConfig config;
   // At most 1 s: a larger lag is a typo, and tests would time out.
   if (auto* err = config_uint("sim.lag_us", 0, 0, 1000000, &config.lag_us)) return err;
+  if (auto* err = config_uint("sim.kernel_us", 0, 0, 1000000, &config.kernel_us)) return err;
   if (auto* err = config_uint("sim.fault_after_launches", 0, 0, uint64_t{1} << 62, &config.fault_after_launches)) {
     return err;
   }

@@ -51,7 +51,7 @@ std::string config_string(const char* key);
 // Reads the config and builds the state (initialize), or tears it down
 // (shutdown: joins every stream, then the devices' engine threads, and
 // unmaps the arenas). Config keys (env SPORA_SIM_<KEY> through the host):
-// sim.devices, sim.memory_bytes, sim.lag_us, sim.fault_after_launches,
+// sim.devices, sim.memory_bytes, sim.lag_us, sim.kernel_us, sim.fault_after_launches,
 // sim.disable_ops (read by sim_kernels.cpp).
 spora_plugin_error_t* create_state();
 void destroy_state();

@@ -535,6 +535,11 @@ SPORA_API spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora
 /* Bytes of the planned intermediate arena, and of all intermediate and
  * output tensors without reuse, for the graph's own signature. */
 SPORA_API spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive);
+/* The plan's collectives (all_reduce, all_gather, ...), and how many of them
+ * start without waiting and overlap the kernels after them (docs/parallel.md,
+ * "Overlap"; SPORA_COMM_OVERLAP=0 turns overlap off). Either may be NULL. */
+SPORA_API spora_status_t spora_executable_collectives(const spora_executable_t* exe, int32_t* total,
+                                                      int32_t* overlapped);
 
 /* ------------------------------------------------------------------------ */
 /* Eager tape (autodiff in eager mode)                                      */
@@ -810,6 +815,12 @@ SPORA_API spora_status_t spora_comm_all_to_all(spora_communicator_t* comm, const
 SPORA_API spora_status_t spora_comm_send(spora_communicator_t* comm, const spora_tensor_t* tensor, int32_t peer);
 SPORA_API spora_status_t spora_comm_recv(spora_communicator_t* comm, spora_tensor_t* tensor, int32_t peer);
 SPORA_API spora_status_t spora_comm_barrier(spora_communicator_t* comm);
+/* Not collective. Of the graph-mode collectives that host-memory backends
+ * ran overlapped with other work (docs/parallel.md, "Overlap") since the
+ * last reset: the nanoseconds they ran, and the nanoseconds the step waited
+ * for them (exposed, not hidden). The share hidden is 1 - exposed / busy.
+ * `reset` != 0 starts both from 0 after reading. Either may be NULL. */
+SPORA_API spora_status_t spora_comm_overlap_stats(int64_t* busy_ns, int64_t* exposed_ns, int32_t reset);
 
 /* ------------------------------------------------------------------------ */
 /* Data pipeline (MindData)                                                 */

@@ -56,6 +56,10 @@ spora_status_t spora_comm_device(const spora_communicator_t* comm, spora_device_
   });
 }
 
+spora_status_t spora_comm_overlap_stats(int64_t* busy_ns, int64_t* exposed_ns, int32_t reset) {
+  return guard([&] { spora::Communicator::overlap_stats(busy_ns, exposed_ns, reset != 0); });
+}
+
 spora_status_t spora_comm_free(spora_communicator_t* comm) {
   return guard([&] { delete comm; });
 }

@@ -355,6 +355,14 @@ spora_status_t spora_graph_run_eager(const spora_graph_t* graph, spora_device_t*
   });
 }
 
+spora_status_t spora_executable_collectives(const spora_executable_t* exe, int32_t* total, int32_t* overlapped) {
+  return guard([&] {
+    need(exe, "spora_executable_collectives", "exe");
+    if (total) *total = exe->exe->collectives();
+    if (overlapped) *overlapped = exe->exe->overlapped_collectives();
+  });
+}
+
 spora_status_t spora_executable_memory(const spora_executable_t* exe, uint64_t* planned, uint64_t* naive) {
   return guard([&] {
     need(exe, "spora_executable_memory", "exe");

@@ -123,7 +123,33 @@ bool fuse(Graph& g, const PassContext&) {
   size_t emitted = 0;
   bool moved = false;  // whether the order differs from the graph's
   int32_t last = -1;
-  auto in_out = [&](Value v) { return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)]; };
+  // A bucket's reduced buffer is split back into its members right before
+  // the first node reading one of them (an update, at the end of the step),
+  // not after the all_reduce: the scheduler then has kernels to run while
+  // the all_reduce is in flight (sched/plan_overlap.cpp).
+  std::vector<Value> reduced(buckets.size());
+  auto split_bucket = [&](size_t b) {
+    const std::vector<int32_t>& members = buckets[b];
+    std::vector<int64_t> sizes;
+    for (int32_t m : members) sizes.push_back(g.node(m).outputs[0].shape.numel());
+    const Node& first = g.node(*std::min_element(members.begin(), members.end()));
+    Attrs split;
+    split.set("axis", AttrValue::of_int(0));
+    split.set("sizes", AttrValue::of_ints(sizes));
+    const std::vector<Value> parts = out.add_op("split", {reduced[b]}, split, first.loc);
+    for (size_t k = 0; k < members.size(); ++k) {
+      const Node& node = g.node(members[k]);
+      Attrs r;
+      std::vector<int64_t> dims(node.outputs[0].shape.dims, node.outputs[0].shape.dims + node.outputs[0].shape.rank);
+      r.set("shape", AttrValue::of_ints(dims));
+      map[static_cast<size_t>(members[k])].push_back(out.add_op("reshape", {parts[k]}, r, node.loc)[0]);
+    }
+  };
+  auto in_out = [&](Value v) {
+    const int32_t b = bucket_of[static_cast<size_t>(v.node)];
+    if (b >= 0 && map[static_cast<size_t>(v.node)].empty()) split_bucket(static_cast<size_t>(b));
+    return map[static_cast<size_t>(v.node)][static_cast<size_t>(v.index)];
+  };
   while (!ready.empty()) {
     const int32_t u = ready.top().second;
     ready.pop();
@@ -140,31 +166,17 @@ bool fuse(Graph& g, const PassContext&) {
       const std::vector<int32_t>& members = buckets[static_cast<size_t>(b)];
       const Node& first = g.node(*std::min_element(members.begin(), members.end()));
       std::vector<Value> flat;
-      std::vector<int64_t> sizes;
       for (int32_t m : members) {
         const Node& node = g.node(m);
-        const int64_t count = node.outputs[0].shape.numel();
         Attrs r;
-        r.set("shape", AttrValue::of_ints({count}));
+        r.set("shape", AttrValue::of_ints({node.outputs[0].shape.numel()}));
         flat.push_back(out.add_op("reshape", {in_out(node.inputs[0])}, r, node.loc)[0]);
-        sizes.push_back(count);
       }
       Attrs cat;
       cat.set("axis", AttrValue::of_int(0));
       const Value joined = out.add_op("concat", flat, cat, first.loc)[0];
-      const Value reduced = out.add_op("all_reduce", {joined}, first.attrs, first.loc)[0];
-      Attrs split;
-      split.set("axis", AttrValue::of_int(0));
-      split.set("sizes", AttrValue::of_ints(sizes));
-      const std::vector<Value> parts = out.add_op("split", {reduced}, split, first.loc);
-      for (size_t k = 0; k < members.size(); ++k) {
-        const Node& node = g.node(members[k]);
-        Attrs r;
-        std::vector<int64_t> dims(node.outputs[0].shape.dims, node.outputs[0].shape.dims + node.outputs[0].shape.rank);
-        r.set("shape", AttrValue::of_ints(dims));
-        map[static_cast<size_t>(members[k])].push_back(out.add_op("reshape", {parts[k]}, r, node.loc)[0]);
-        ++emitted;
-      }
+      reduced[static_cast<size_t>(b)] = out.add_op("all_reduce", {joined}, first.attrs, first.loc)[0];
+      emitted += members.size();
     }
     for (int32_t next : after[static_cast<size_t>(u)])
       if (--waiting[static_cast<size_t>(next)] == 0) push(next);

@@ -1,5 +1,6 @@
 #include "runtime/collective.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -655,9 +656,25 @@ void Communicator::Job::cancel() {
   cv.notify_all();
 }
 
-void Communicator::Job::wait() {
+namespace {
+std::atomic<int64_t> g_busy_ns{0}, g_exposed_ns{0};
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Communicator::overlap_stats(int64_t* busy_ns, int64_t* exposed_ns, bool reset) {
+  if (busy_ns) *busy_ns = reset ? g_busy_ns.exchange(0) : g_busy_ns.load();
+  if (exposed_ns) *exposed_ns = reset ? g_exposed_ns.exchange(0) : g_exposed_ns.load();
+}
+
+void Communicator::Job::wait(bool exposed) {
   std::unique_lock<std::mutex> lock(mu);
+  if (done) return;
+  const int64_t t0 = now_ns();
   cv.wait(lock, [&] { return done; });
+  if (exposed) g_exposed_ns += now_ns() - t0;
 }
 
 void Communicator::Job::rethrow() const {
@@ -721,11 +738,13 @@ void Communicator::run_job(Job& job) {
     std::unique_lock<std::mutex> lock(job.mu);
     job.cv.wait(lock, [&] { return job.ready; });
   }
+  const int64_t t0 = now_ns();
   try {
     if (job.fn) job.fn();
   } catch (...) {
     job.error = std::current_exception();
   }
+  if (job.fn) g_busy_ns += now_ns() - t0;
   job.fn = nullptr;
   {
     std::lock_guard<std::mutex> lock(job.mu);

@@ -91,7 +91,9 @@ class Communicator {
    public:
     void mark_ready();  // the inputs are written: the job may start
     void cancel();      // it will never be ready: skip it (no-op once ready)
-    void wait();        // until it ran; does not throw
+    // Until it ran; does not throw. `exposed`: the caller's work stalls
+    // meanwhile (overlap_stats counts the time it blocked).
+    void wait(bool exposed = true);
     // Its failure, rethrown (after wait()).
     void rethrow() const;
 
@@ -105,6 +107,10 @@ class Communicator {
   };
   static std::shared_ptr<Job> post(std::function<void()> fn);
   static void run_job(Job& job);  // the collective thread's loop body
+  // Since the last reset: nanoseconds posted collectives ran, and of those
+  // the nanoseconds a waiter blocked for them (not hidden behind other
+  // work). The fraction hidden is 1 - exposed / busy.
+  static void overlap_stats(int64_t* busy_ns, int64_t* exposed_ns, bool reset);
 
  private:
   Communicator(PluginRecord* plugin, spora_comm_t* comm, std::string backend);

@@ -88,6 +88,11 @@ struct AsyncCollectives {
     std::shared_ptr<Communicator::Job> job;
     int32_t node = 0;
     bool released = false;  // marked ready, or a callback that will is queued
+    // Staged (a device without host-addressable memory): where the result
+    // is copied back from after the wait.
+    void* host_out = nullptr;
+    spora_devptr_t device_out = nullptr;
+    size_t out_bytes = 0;
   };
   ExecutionPlan& p;
   std::vector<Pending> slots;
@@ -97,13 +102,13 @@ struct AsyncCollectives {
     for (Pending& s : slots) {
       if (!s.job) continue;
       if (!s.released) s.job->cancel();
-      s.job->wait();
+      s.job->wait(false);
     }
   }
   // Waits for every job and raises the first failure, naming its node.
   void finish() {
     for (Pending& s : slots)
-      if (s.job) s.job->wait();
+      if (s.job) s.job->wait(false);  // the device's own waits were queued already
     for (Pending& s : slots) {
       if (!s.job) continue;
       try {
@@ -115,8 +120,18 @@ struct AsyncCollectives {
       }
     }
   }
-  static void ready(void* job, const spora_plugin_error_t*) { static_cast<Communicator::Job*>(job)->mark_ready(); }
-  static void await(void* job, const spora_plugin_error_t*) { static_cast<Communicator::Job*>(job)->wait(); }
+  // Host callbacks own a reference to their job: an await queued at the end
+  // of a run may run after the run returned and let go of its jobs.
+  using JobRef = std::shared_ptr<Communicator::Job>;
+  static void* ref(const JobRef& job) { return new JobRef(job); }
+  static void ready(void* job, const spora_plugin_error_t*) {
+    std::unique_ptr<JobRef> j(static_cast<JobRef*>(job));
+    (*j)->mark_ready();
+  }
+  static void await(void* job, const spora_plugin_error_t*) {
+    std::unique_ptr<JobRef> j(static_cast<JobRef*>(job));
+    (*j)->wait();
+  }
 };
 
 // One run of a plan: what its slots resolve to.
@@ -201,6 +216,18 @@ void run_host_kernel(const Frame& f, Step& step) {
   }
 }
 
+// Pinned host memory of an async collective staged through the host:
+// `which` 0 its input, 1 its output. The plan keeps it for later runs.
+void* stage(ExecutionPlan& p, int32_t slot, int which, size_t bytes) {
+  if (p.comm_stage.empty()) p.comm_stage.resize(static_cast<size_t>(p.num_async) * 2);
+  auto& b = p.comm_stage[static_cast<size_t>(slot) * 2 + static_cast<size_t>(which)];
+  if (!b) {
+    Device* d = p.device;
+    b = std::shared_ptr<void>(d->host_alloc_pinned(std::max<size_t>(bytes, 1)), [d](void* q) { d->host_free_pinned(q); });
+  }
+  return b.get();
+}
+
 // A device-bound async collective's events: inputs ready (compute lane),
 // done (comm lane).
 Device::Event& comm_event(ExecutionPlan& p, int32_t slot, int which) {
@@ -239,16 +266,25 @@ void run_collective(const Frame& f, const Step& step) {
     d->record(comm_event(f.p, step.async_slot, 1), Device::Lane::kComm);
     return;
   }
+  // A device without host-addressable memory is staged through host
+  // memory: pinned, in stream order, when the collective is async.
+  const bool staged = !d->unified_memory();
+  const size_t in_bytes = static_cast<size_t>(in.shape.numel()) * dtype_size(in.dtype);
+  const size_t out_bytes = static_cast<size_t>(out.shape.numel()) * dtype_size(out.dtype);
   if (step.async_slot < 0) {
+    std::vector<char> hin(staged ? in_bytes : 0), hout(staged ? out_bytes : 0);
+    const void* hs = staged ? hin.data() : send;
+    void* hr = staged ? hout.data() : recv;
     // Behind the collectives this run started, if any: every rank then
     // runs them in the same order.
     std::shared_ptr<Communicator::Job> job;
-    if (f.p.num_async > 0) job = Communicator::post([&] { comm->run_host(n.op->name, n.attrs, in, out, send, recv, step.reduce_op); });
+    if (f.p.num_async > 0) job = Communicator::post([&] { comm->run_host(n.op->name, n.attrs, in, out, hs, hr, step.reduce_op); });
     try {
       if (d->has_async())
         d->wait_idle();  // leaves the stream's pending error to the user's synchronize
       else
         d->synchronize();
+      if (staged) d->copy_d2h(hin.data(), f.addr(step.inputs[0]), in_bytes);
     } catch (...) {
       if (job) {
         job->cancel();
@@ -256,21 +292,40 @@ void run_collective(const Frame& f, const Step& step) {
       }
       throw;
     }
-    if (!job) return comm->run_host(n.op->name, n.attrs, in, out, send, recv, step.reduce_op);
-    job->mark_ready();
-    job->wait();
-    job->rethrow();
+    if (!job) {
+      comm->run_host(n.op->name, n.attrs, in, out, hs, hr, step.reduce_op);
+    } else {
+      job->mark_ready();
+      job->wait();
+      job->rethrow();
+    }
+    if (staged) d->copy_h2d(f.addr(step.outputs[0]), hout.data(), out_bytes);
     return;
   }
   AsyncCollectives::Pending& s = f.async->slots[static_cast<size_t>(step.async_slot)];
+  const void* hs = send;
+  void* hr = recv;
+  if (staged) {  // plan_overlap.cpp makes it async only with pinned memory and async copies
+    hs = stage(f.p, step.async_slot, 0, in_bytes);
+    hr = s.host_out = stage(f.p, step.async_slot, 1, out_bytes);
+    s.device_out = f.addr(step.outputs[0]);
+    s.out_bytes = out_bytes;
+    d->copy_d2h_async(const_cast<void*>(hs), f.addr(step.inputs[0]), in_bytes);
+  }
   Communicator* c = comm.get();  // s.comm keeps it alive while the job may run
   s.comm = comm;
   s.node = step.node;
-  s.job = comm->post([c, op = n.op->name, attrs = n.attrs, in, out, send, recv, r = step.reduce_op] {
-    c->run_host(op, attrs, in, out, send, recv, r);
+  s.job = comm->post([c, op = n.op->name, attrs = n.attrs, in, out, hs, hr, r = step.reduce_op] {
+    c->run_host(op, attrs, in, out, hs, hr, r);
   });
   if (d->has_async()) {
-    d->host_callback(&AsyncCollectives::ready, s.job.get());
+    void* r = AsyncCollectives::ref(s.job);
+    try {
+      d->host_callback(&AsyncCollectives::ready, r);
+    } catch (...) {
+      delete static_cast<AsyncCollectives::JobRef*>(r);
+      throw;
+    }
   } else {
     s.job->mark_ready();
   }
@@ -286,10 +341,18 @@ void wait_collective(const Frame& f, int32_t slot) {
     d->wait(Device::Lane::kCompute, comm_event(f.p, slot, 1));
     return;
   }
-  if (d->has_async())
-    d->host_callback(&AsyncCollectives::await, s.job.get());
-  else
+  if (d->has_async()) {
+    void* r = AsyncCollectives::ref(s.job);
+    try {
+      d->host_callback(&AsyncCollectives::await, r);
+    } catch (...) {
+      delete static_cast<AsyncCollectives::JobRef*>(r);
+      throw;
+    }
+  } else {
     s.job->wait();
+  }
+  if (s.host_out) d->copy_h2d_async(s.device_out, s.host_out, s.out_bytes);  // staged: the result back
 }
 
 void run_if(const Frame& f, Step& step) {
@@ -418,6 +481,12 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params, co
   }
   if (!run_captured(*plan_, params, outputs)) run_plan(*plan_, params, outputs);
   return outputs;
+}
+
+int32_t Executable::collectives() const {
+  int32_t n = 0;
+  for (const auto& s : plan_->steps) n += s->kind == Step::kCollective;
+  return n;
 }
 
 void Executable::run_into(const std::vector<const Tensor*>& params, const std::vector<Tensor>& outputs) {

@@ -84,6 +84,9 @@ class Executable {
   // Arena bytes on the device (nested plans included) and on cpu for
   // cpu-placed ops; naive_bytes is the sum of every tensor's bytes.
   uint64_t planned_bytes() const { return plan_->arena_bytes; }
+  // Collective steps, and those started without waiting (plan_overlap.cpp).
+  int32_t collectives() const;
+  int32_t overlapped_collectives() const { return plan_->num_async; }
   uint64_t naive_bytes() const { return plan_->naive_bytes; }
   uint64_t host_planned_bytes() const { return plan_->host_arena_bytes; }
   // Op nodes placed on cpu, and the copies between device and cpu one run

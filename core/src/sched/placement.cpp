@@ -105,7 +105,7 @@ Placement place(const ir::Graph& graph, Device* device, Device* fallback) {
     if (is_collective_op(*n.op)) {
       // The scheduler runs collectives itself, on the memory the plan
       // already has: a device-bound communicator (NCCL) moves that device's
-      // memory on its streams; the others move host memory.
+      // memory on its streams; the others move host memory, staged.
       const std::shared_ptr<Communicator> comm = Communicator::lookup(call.attrs.get_int("group"));
       if (comm && comm->device()) {
         if (comm->device() != device)
@@ -117,11 +117,8 @@ Placement place(const ir::Graph& graph, Device* device, Device* fallback) {
         n.device = device->name();
         continue;
       }
-      if (!device->unified_memory())
-        node_error(n, Code::kUnimplemented,
-                   fmt::format("[{}] graph-mode collectives need host-addressable device memory; {} has none "
-                               "(run the graph on cpu, or reduce with spora_comm_all_reduce between runs)",
-                               n.op->name, device->name()));
+      // Host-memory backends stage a device's memory through host memory
+      // (executor.cpp).
       n.device = device->name();
       continue;
     }

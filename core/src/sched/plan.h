@@ -113,6 +113,10 @@ struct ExecutionPlan {
   int32_t num_async = 0;
   std::vector<int32_t> waits_at_end;
   std::vector<std::unique_ptr<Device::Event>> comm_events;
+  // Per slot, input and output: pinned host memory a host-memory backend's
+  // async collective is staged through on a device without host-
+  // addressable memory.
+  std::vector<std::shared_ptr<void>> comm_stage;
   // Per graph output: the param positions (plan.h's param_nodes) whose
   // memory the output may be written into instead of a fresh tensor -- the
   // param is read by no step after the one writing the output (or only by

@@ -46,6 +46,8 @@ PlanCache::PlanCache(const ir::Graph& graph, Device* device)
   e.plan = std::make_unique<Executable>(graph_, device_);
   planned_bytes_ = e.plan->planned_bytes();
   naive_bytes_ = e.plan->naive_bytes();
+  collectives_ = e.plan->collectives();
+  overlapped_ = e.plan->overlapped_collectives();
   plans_.push_back(std::move(e));
 }
 

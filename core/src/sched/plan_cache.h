@@ -36,6 +36,10 @@ class PlanCache {
   // Memory of the plan for the graph as built.
   uint64_t planned_bytes() const { return planned_bytes_; }
   uint64_t naive_bytes() const { return naive_bytes_; }
+  // Of the graph's own signature's plan: collective steps, and those that
+  // overlap the kernels after them.
+  int32_t collectives() const { return collectives_; }
+  int32_t overlapped_collectives() const { return overlapped_; }
   // Plans held now, and the most it keeps (for tests and diagnostics).
   size_t plan_count() const;
   size_t capacity() const { return capacity_; }
@@ -49,6 +53,7 @@ class PlanCache {
   std::vector<int32_t> param_nodes_;
   size_t capacity_;
   uint64_t planned_bytes_ = 0, naive_bytes_ = 0;
+  int32_t collectives_ = 0, overlapped_ = 0;
   mutable std::mutex mu_;
   std::list<Entry> plans_;  // most recently used first
 };

@@ -6,10 +6,12 @@
 // step. What PyTorch DDP and MindSpore do with their gradient buckets.
 #include <algorithm>
 #include <set>
-#include <utility>
 #include <string>
+#include <utility>
 
+#include "runtime/collective.h"
 #include "runtime/host_services.h"
+#include "runtime/plugin_library.h"
 #include "sched/plan_build.h"
 #include "support/error.h"
 
@@ -19,9 +21,13 @@ namespace {
 
 // SPORA_COMM_OVERLAP=0 (option comm.overlap) runs every collective where it
 // is, waiting for it: for measuring what overlap hides, and as a way out.
-bool overlap_enabled() {
+// Unset: on, except on the cpu device, whose kernels run on the very cores
+// a host-memory collective needs (bench/comm_overlap.py on 2 cores and 2
+// ranks: a step 2.3x slower with it); =1 turns it on there too, for hosts
+// with cores to spare.
+bool overlap_enabled(const Device* d) {
   std::string v;
-  if (!config_lookup("comm.overlap", &v)) return true;
+  if (!config_lookup("comm.overlap", &v)) return d->plugin()->name() != "cpu";
   if (v == "0" || v == "false" || v == "off") return false;
   if (v == "1" || v == "true" || v == "on") return true;
   fail(Code::kInvalidArgument, "[graph] SPORA_COMM_OVERLAP='{}' is not 0 or 1", v);
@@ -33,7 +39,7 @@ std::pair<int32_t, int32_t> key(const ir::Value& v) { return {v.node, v.index}; 
 
 void plan_collective_overlap(PlanBuild& b) {
   ExecutionPlan& p = *b.plan;
-  if (!overlap_enabled()) return;
+  if (!overlap_enabled(p.device)) return;
   const int32_t end = static_cast<int32_t>(p.graph.nodes().size());
   for (size_t i = 0; i < p.steps.size(); ++i) {
     Step& c = *p.steps[i];
@@ -50,6 +56,12 @@ void plan_collective_overlap(PlanBuild& b) {
         if (made.count(key(p.root(v)))) first = j;
     }
     if (first == i + 1) continue;  // read at once: nothing to overlap with
+    // A host-memory backend on a device without host-addressable memory is
+    // staged: async only with pinned memory and async copies (else it runs
+    // in line, staged by synchronous copies).
+    const std::shared_ptr<Communicator> comm = Communicator::lookup(c.group);
+    Device* d = p.device;
+    if (!(comm && comm->device()) && !d->unified_memory() && !(d->has_async() && d->has_pinned())) continue;
     c.async_slot = p.num_async++;
     int32_t until = end;
     if (first < p.steps.size()) {

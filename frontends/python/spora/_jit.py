@@ -196,6 +196,7 @@ class JitFunction:
         slot = {id(w): n_in + i for i, w in enumerate(entry.weights)}
         entry.donate = [-1] * entry.n_out + [slot.get(id(p), -1) for p in assigned] if assigned else []
         self.last_graph = graph
+        self.last_executable = entry.exe
         return entry
 
     def _fall_back(self, trace):

@@ -51,6 +51,14 @@ void call(F&& f) {
 }  // namespace
 
 void bind_comm(nb::module_& m) {
+  m.def(
+      "comm_overlap_stats",
+      [](bool reset) {
+        int64_t busy = 0, exposed = 0;
+        check(spora_comm_overlap_stats(&busy, &exposed, reset ? 1 : 0));
+        return nb::make_tuple(busy, exposed);
+      },
+      nb::arg("reset") = false);
   nb::class_<PyComm>(m, "Comm", "A communicator over a collective backend (spora_communicator_t).")
       .def(
           "__init__",

@@ -267,7 +267,12 @@ void bind_graph(nb::module_& m) {
         uint64_t p = 0, n = 0;
         check(spora_executable_memory(e.e, &p, &n), false);
         return nb::make_tuple(p, n);
-      });
+      })
+      .def("collectives", [](PyExecutable& e) {
+        int32_t total = 0, overlapped = 0;
+        check(spora_executable_collectives(e.e, &total, &overlapped), false);
+        return nb::make_tuple(total, overlapped);
+      }, "(collective steps, those overlapping the kernels after them)");
 
   nb::class_<Trace>(m, "Trace", "A graph being recorded by running Python code.")
       .def("__init__",

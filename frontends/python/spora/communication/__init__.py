@@ -66,6 +66,16 @@ def init(backend_name=None, rank=None, group_size=None, timeout_ms=None):
     GlobalComm.BACKEND = backend_name
 
 
+def overlap_stats(reset=False):
+    """How much of the graph-mode collectives' time was hidden behind other
+    work (gradient buckets overlapped with backward; docs/parallel.md,
+    "Overlap"), since the last reset: (busy seconds, exposed seconds, hidden
+    share = 1 - exposed / busy, or None before any). Host-memory backends
+    (mpi) only. reset=True starts again from 0 after reading."""
+    busy, exposed = _C.comm_overlap_stats(bool(reset))
+    return busy * 1e-9, exposed * 1e-9, (1.0 - exposed / busy) if busy > 0 else None
+
+
 def release():
     """Frees the world communicator (init() may be called again)."""
     global _world

@@ -81,7 +81,18 @@ class DistributedGradReducer:
             out = _zero.reduce_scatter_grads(grads, [i for i, s in enumerate(self.scatter) if s],
                                              comm.get_group_size(self.group), op, self.bucket_bytes)
             grads = tuple(None if s else g for g, s in zip(grads, self.scatter))
-        for idx in self._buckets(grads):
+        # Under jit, one all_reduce per gradient feeding an update: the
+        # compiler buckets them in the order backward makes them and starts
+        # each bucket while backward goes on (passes/allreduce_fusion.cpp,
+        # bucket size SPORA_ALLREDUCE_BUCKET_MB). Buckets here follow the
+        # parameters' order, ready only once all of backward has run; they
+        # stay for eager runs and for sharded optimizers (spora._zero),
+        # whose gradients are sliced before their update.
+        from .. import _C
+        from .._parallel import get_auto_parallel_context
+        per_grad = (_C.current_trace() is not None and self.scatter is None
+                    and not get_auto_parallel_context("enable_parallel_optimizer"))
+        for idx in (([i] for i, g in enumerate(grads) if g is not None) if per_grad else self._buckets(grads)):
             if len(idx) == 1:
                 out[idx[0]] = comm.all_reduce(grads[idx[0]], op, self.group)
                 continue

@@ -131,9 +131,11 @@ def test_data_parallel_equals_full_batch_training(mode):
 
     if mode == spora.GRAPH_MODE:
         # The gradient average is inside the compiled train step: one
-        # all_reduce for the one bucket of f32 gradients.
+        # all_reduce per gradient, fused by the compiler into one bucket of
+        # f32 gradients in backward order (passes/allreduce_fusion.cpp).
         text = model._train_step.jit.last_graph.text()
         assert text.count("all_reduce(") == 1, text
+        assert model._train_step.jit.last_executable.collectives()[0] == 1
 
 
 def test_jit_gradient_average():
