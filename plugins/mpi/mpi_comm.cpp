@@ -100,7 +100,8 @@ spora_plugin_error_t* check_usable(spora_comm_t* comm, const char* what) {
   return nullptr;
 }
 
-spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what, int64_t timeout_ms) {
+spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what, int64_t timeout_ms,
+                           int64_t call_timeout_ms) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   for (;;) {
@@ -115,7 +116,8 @@ spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what
     const bool aborted = comm->aborted.load();
     if (aborted || (timeout_ms >= 0 && waited >= timeout_ms)) {
       std::string why = aborted ? "the communicator was aborted while " + std::string(what) + " was waiting"
-                                : std::string(what) + " timed out after " + std::to_string(timeout_ms) +
+                                : std::string(what) + " timed out after " +
+                                      std::to_string(call_timeout_ms >= 0 ? call_timeout_ms : timeout_ms) +
                                       " ms on rank " + std::to_string(comm->rank) + " of " +
                                       std::to_string(comm->size) + ": not every rank joined it";
       {
@@ -141,6 +143,27 @@ spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what
     else
       std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+}
+
+int64_t ms_left(std::chrono::steady_clock::time_point deadline, int64_t timeout_ms) {
+  if (timeout_ms < 0) return -1;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return std::max<int64_t>(0, left.count());
+}
+
+spora_plugin_error_t* wait_pair(spora_comm_t* comm, MPI_Request a, MPI_Request b, const char* what,
+                                std::chrono::steady_clock::time_point deadline, int64_t timeout_ms) {
+  if (spora_plugin_error_t* e = wait(comm, a, what, ms_left(deadline, timeout_ms), timeout_ms)) {
+    if (spora_plugin_error_t* e2 = wait(comm, b, what, 0)) e2->destroy(e2);
+    return e;
+  }
+  return wait(comm, b, what, ms_left(deadline, timeout_ms), timeout_ms);
+}
+
+char* scratch(spora_comm_t* comm, size_t bytes) {
+  if (!comm->scratch) comm->scratch = new std::vector<char>();
+  if (comm->scratch->size() < bytes) comm->scratch->resize(bytes);
+  return comm->scratch->data();
 }
 
 spora_plugin_error_t* initialize() {

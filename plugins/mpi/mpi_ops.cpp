@@ -146,7 +146,11 @@ spora_plugin_error_t* run(spora_comm_t* comm, const char* what, int64_t timeout_
 const void* in_place(const void* send, const void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
 // From this size all_reduce runs as a ring (bench_collective_allreduce: the
-// ring wins from 256 KiB on 2 ranks; below, MPI_Iallreduce's latency does).
+// ring wins from 256 KiB on 2 ranks; below, MPI_Iallreduce's latency did).
+// Below it, 2 ranks swap whole buffers (mpi_pair.cpp): as fast as the ring
+// or faster up to 128 KiB (32 KiB: 11-13 us against 14-16), and 0.6-0.75x
+// MPI_Iallreduce's time from 4 to 128 KiB. More ranks keep MPI_Iallreduce,
+// not measured against anything else (2 cores).
 constexpr size_t kRingBytes = 256 << 10;
 
 }  // namespace
@@ -178,13 +182,14 @@ spora_plugin_error_t* all_reduce(spora_comm_t* comm, const void* send, void* rec
     if (count == 0) return nullptr;
     // Large buffers: a ring of point-to-point steps (mpi_ring.cpp: Open MPI's
     // MPI_Iallreduce runs at half its blocking call's speed there); small
-    // ones: MPI_Iallreduce, whose latency a ring's 2(n-1) steps would exceed.
+    // ones on 2 ranks: one exchange (mpi_pair.cpp); small ones on more
+    // ranks: MPI_Iallreduce, whose latency a ring's 2(n-1) steps would exceed.
     const size_t bytes = count * elem_size(dtype);
-    if (comm->size > 1 && bytes >= kRingBytes && count >= static_cast<size_t>(comm->size)) {
+    const bool ring = comm->size > 1 && bytes >= kRingBytes && count >= static_cast<size_t>(comm->size);
+    if (ring || comm->size == 2) {
       if (send != recv) std::memcpy(recv, send, bytes);
-      if (auto* e = ring_all_reduce(comm, recv, count, elem_size(dtype), mpi_type(dtype), mop, what.c_str(),
-                                    timeout_ms))
-        return e;
+      auto* algo = ring ? &ring_all_reduce : &pair_all_reduce;
+      if (auto* e = algo(comm, recv, count, elem_size(dtype), mpi_type(dtype), mop, what.c_str(), timeout_ms)) return e;
     } else if (auto* e = run(comm, what.c_str(), timeout_ms, [&](MPI_Request* r) {
                  return MPI_Iallreduce(in_place(send, recv), recv, static_cast<int>(count), mpi_type(dtype), mop,
                                        comm->comm, r);

@@ -6,6 +6,7 @@
 #include <spora/plugin.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -27,7 +28,7 @@ struct spora_comm {
   // Requests abandoned by a timeout or abort. MPI keeps writing into their
   // buffers if the peers ever arrive, so they are never freed or waited on.
   std::vector<MPI_Request> abandoned;
-  // The ring all-reduce's receive chunk, kept between calls (a fresh large
+  // What the ring and pair all-reduces receive into, kept between calls (a fresh large
   // allocation per call costs its page faults every time). Dropped, never
   // freed, when a call is abandoned: MPI may still write it.
   std::vector<char>* scratch = nullptr;
@@ -44,8 +45,25 @@ std::unique_lock<std::mutex> mpi_lock();
 
 // Waits for `req`, testing it until it completes, the communicator is
 // aborted, or `timeout_ms` (< 0: forever) passes. On failure the request is
-// abandoned, the communicator marked broken, and the error names `what`.
-spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what, int64_t timeout_ms);
+// abandoned, the communicator marked broken, and the error names `what`
+// and the call's timeout: `call_timeout_ms` when given (a wait that is one
+// step of a longer call), else `timeout_ms`.
+spora_plugin_error_t* wait(spora_comm_t* comm, MPI_Request req, const char* what, int64_t timeout_ms,
+                           int64_t call_timeout_ms = -1);
+
+// The milliseconds left until `deadline`, rounded up (-1: no limit, when
+// the call's `timeout_ms` is negative).
+int64_t ms_left(std::chrono::steady_clock::time_point deadline, int64_t timeout_ms);
+
+// Waits for both requests by `deadline` (no limit when the call's
+// `timeout_ms` is negative); when the first fails the second is abandoned
+// too (waited on with no time left).
+spora_plugin_error_t* wait_pair(spora_comm_t* comm, MPI_Request a, MPI_Request b, const char* what,
+                                std::chrono::steady_clock::time_point deadline, int64_t timeout_ms);
+
+// The communicator's scratch, grown to at least `bytes`. A call that
+// abandons a receive into it sets comm->scratch to null (leaking it).
+char* scratch(spora_comm_t* comm, size_t bytes);
 
 // An error for a communicator that is aborted or broken, else null.
 spora_plugin_error_t* check_usable(spora_comm_t* comm, const char* what);
@@ -63,6 +81,12 @@ extern const spora_host_t* g_host;
 // abort semantics over the whole call; what all_reduce uses for large
 // buffers.
 spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t count, size_t esize, MPI_Datatype type,
+                                      MPI_Op op, const char* what, int64_t timeout_ms);
+
+// All-reduce of `count` elements in place in `buf` between the two ranks of
+// a 2-rank communicator as one exchange (mpi_pair.cpp), with wait's timeout
+// and abort semantics; what all_reduce uses for small buffers on 2 ranks.
+spora_plugin_error_t* pair_all_reduce(spora_comm_t* comm, void* buf, size_t count, size_t esize, MPI_Datatype type,
                                       MPI_Op op, const char* what, int64_t timeout_ms);
 
 // Reduction ops for 16-bit floats (created at initialize).
