@@ -206,6 +206,17 @@ spora_comm_id_t exchange_unique_id(TcpStore& store, const std::string& backend, 
   return id;
 }
 
+spora_comm_id_t exchange_unique_id_over(Communicator& boot, const std::function<void(spora_comm_id_t*)>& make) {
+  static_assert(sizeof(spora_comm_id_t::bytes) % sizeof(int32_t) == 0, "the id travels as int32 words");
+  spora_comm_id_t id{};
+  if (boot.rank() == 0) make(&id);
+  int32_t words[sizeof id.bytes / sizeof(int32_t)];
+  std::memcpy(words, id.bytes, sizeof words);
+  boot.all_reduce_host(words, words, sizeof words / sizeof(int32_t), SPORA_DTYPE_I32, SPORA_REDUCE_SUM);
+  std::memcpy(id.bytes, words, sizeof words);
+  return id;
+}
+
 std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::string& backend, int32_t rank,
                                                    int32_t size, Device* device) {
   if (rank < 0 || size < 0) launcher_rank_size(&rank, &size);
@@ -235,12 +246,28 @@ std::shared_ptr<Communicator> Communicator::create(Context& ctx, const std::stri
   // id and the others read it, as NCCL needs; without one each rank makes
   // it, which is right for backends that bootstrap through their launcher
   // (MPI under mpirun gives every rank the same).
-  if (std::unique_ptr<TcpStore> store = size > 1 ? TcpStore::from_environment(rank) : nullptr)
-    id = exchange_unique_id(*store, backend, rank, size, [&](spora_comm_id_t* out) {
-      throw_if_error(api->get_unique_id(out), "[comm create] backend " + backend);
-    });
-  else
-    throw_if_error(api->get_unique_id(&id), "[comm create] backend " + backend);
+  auto make = [&](spora_comm_id_t* out) { throw_if_error(api->get_unique_id(out), "[comm create] backend " + backend); };
+  if (std::unique_ptr<TcpStore> store = size > 1 ? TcpStore::from_environment(rank) : nullptr) {
+    id = exchange_unique_id(*store, backend, rank, size, make);
+  } else if (size > 1 && bound) {
+    // A device backend's ranks must share rank 0's id. Without a store
+    // (plain mpirun), the mpi backend carries it.
+    if (backend == "mpi")
+      fail(Code::kInternal, "[comm create] the mpi backend cannot bootstrap itself");
+    std::shared_ptr<Communicator> boot;
+    try {
+      boot = create(ctx, "mpi", rank, size, nullptr);
+    } catch (const Error& e) {
+      fail(Code::kUnavailable,
+           "[comm create] backend '{}' with {} ranks needs rank 0's id on every rank: start the job with spora "
+           "launch (it sets MASTER_ADDR/MASTER_PORT for the store), or under mpirun with the mpi backend "
+           "installed ({})",
+           backend, size, e.what());
+    }
+    id = exchange_unique_id_over(*boot, make);
+  } else {
+    make(&id);
+  }
   spora_comm_t* comm = nullptr;
   throw_if_error(api->comm_init(&id, rank, size, bound ? bound->index() : -1, &comm),
                  "[comm create] backend " + backend + (bound ? " on " + bound->name() : std::string()));

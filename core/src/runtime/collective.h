@@ -144,6 +144,11 @@ class TcpStore;
 spora_comm_id_t exchange_unique_id(TcpStore& store, const std::string& backend, int32_t rank, int32_t size,
                                    const std::function<void(spora_comm_id_t*)>& make);
 
+// The same without a store, under mpirun: rank 0's id reaches every rank
+// through a communicator of the "mpi" backend (a sum over int32 words, the
+// other ranks contributing zeros), so NCCL started by plain mpirun works.
+spora_comm_id_t exchange_unique_id_over(Communicator& boot, const std::function<void(spora_comm_id_t*)>& make);
+
 // Bytes of tensors whose collective a plugin abandoned (a timeout or an
 // abort): their memory is kept, never freed or reused, because the plugin's
 // request may still write it (collective.cpp, "quarantine").
