@@ -32,7 +32,9 @@ constexpr int kRingTag = 0x5371;  // distinct from send/recv's
 // and a 512 KiB one far less). At 4 MiB
 // 256 KiB x 4 slots was 1.30-1.32, 64 KiB x 8 0.93-0.98. A chunk that fits
 // the window travels whole, one message each way: at 1 MiB (512 KiB
-// chunks) 0.97-1.00 against 1.04-1.11 segmented.
+// chunks) 1.01-1.08 with MPI_Iallreduce interleaved and 0.95-1.05 without,
+// in two 256 KiB segments posted at once 1.07-1.11 and 0.96-1.05, through
+// the 64 KiB window 1.10-1.25 and 1.03-1.10.
 constexpr size_t kSegmentBytes = 64 << 10;
 constexpr size_t kWindow = 8;
 
@@ -46,11 +48,11 @@ spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t coun
   auto len = [&](int c) { return lo(c + 1) - lo(c); };
   auto at = [&](int c) { return static_cast<char*>(buf) + lo(c) * esize; };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
-  const size_t max_chunk = count / static_cast<size_t>(n) + 1;  // elements
-  const size_t window_elems = kWindow * std::max<size_t>(1, kSegmentBytes / esize);
+  const size_t max_chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);  // elements
+  const bool fits = max_chunk * esize <= kWindow * kSegmentBytes;
   // Elements per segment, and the slots segments rotate through.
-  const size_t seg = max_chunk <= window_elems ? max_chunk : std::max<size_t>(1, kSegmentBytes / esize);
-  const size_t slots = max_chunk <= window_elems ? 1 : kWindow;
+  const size_t seg = fits ? max_chunk : std::max<size_t>(1, kSegmentBytes / esize);
+  const size_t slots = fits ? 1 : kWindow;
   // The slots live in the communicator's scratch (plugin-owned: if a step
   // is abandoned, MPI may still write it, so it is then dropped from the
   // communicator and leaked, never freed).
