@@ -85,18 +85,20 @@ int main(int argc, char** argv) {
     CHECK(spora_tensor_wrap(cpu, SPORA_DTYPE_F32, &n, 1, host.data(), nullptr, nullptr, &t));
     const int rounds = fixed_rounds > 0 ? fixed_rounds : bytes <= (256u << 10) ? 200 : bytes <= (4u << 20) ? 40 : 20;
     std::vector<double> ts, tr, tn;
-    // Interleaved, after one warm-up each, so drift hits all alike; the
-    // order rotates every round, so that each call follows each other one
-    // equally often: the call before changes the next one's time. With a
-    // fixed order (spora always right after MPI_Iallreduce) and a buffer of
-    // its own, the same plugin read 1.11-1.39 at 16 MiB where this reads
-    // 0.92-0.97.
+    // Interleaved, after one warm-up each, so drift hits all alike; round i
+    // runs the calls in permutation i % 3! (i % 2 with two calls), so that
+    // each call follows each other one equally often: the call before
+    // changes the next one's time. With a fixed order (spora always right
+    // after MPI_Iallreduce) and a buffer of its own, the same plugin read
+    // 1.11-1.39 at 16 MiB where this reads 0.92-0.97.
     CHECK(spora_comm_all_reduce(comm, t, t, SPORA_REDUCE_SUM));
     MPI_Allreduce(MPI_IN_PLACE, host.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     for (int i = 0; i < rounds; ++i) {
-      const int calls = polled ? 3 : 2;
-      for (int j = 0; j < calls; ++j) {
-        const int which = (i + j) % calls;
+      static const int kOrders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+      static const int kPairs[2][3] = {{0, 1, -1}, {1, 0, -1}};
+      const int* order = polled ? kOrders[i % 6] : kPairs[i % 2];
+      for (int j = 0; j < (polled ? 3 : 2); ++j) {
+        const int which = order[j];
         MPI_Barrier(MPI_COMM_WORLD);
         const double t0 = now();
         if (which == 0) {
