@@ -785,7 +785,7 @@ SPORA_API spora_status_t spora_comm_backend(const spora_communicator_t* comm, co
 SPORA_API spora_status_t spora_comm_id(const spora_communicator_t* comm, int64_t* id);
 /* Not collective. How long each later call waits for the other ranks before
  * failing with SPORA_ERROR_TIMEOUT (< 0: forever; the default is
- * SPORA_COMM_TIMEOUT_MS, else forever). After a timeout the communicator is
+ * SPORA_COMM_TIMEOUT_MS, else 30 minutes). After a timeout the communicator is
  * unusable: abort and free it. */
 SPORA_API spora_status_t spora_comm_set_timeout(spora_communicator_t* comm, int64_t timeout_ms);
 /* Not collective; any thread, also while another thread waits in a call on

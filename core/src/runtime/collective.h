@@ -126,7 +126,12 @@ class Communicator {
   std::string backend_;
   int32_t rank_ = 0, size_ = 1;
   int64_t id_ = 0;
-  std::atomic<int64_t> timeout_ms_{-1};
+  // A collective waits at most this long for the other ranks unless told
+  // otherwise (SPORA_COMM_TIMEOUT_MS, set_timeout; < 0 = forever): 30
+  // minutes, MindSpore's HCCL_EXEC_TIMEOUT (1836 s) rounded, as a lost rank
+  // must end a job some day even without a launcher watching it.
+  static constexpr int64_t kDefaultTimeoutMs = 30 * 60 * 1000;
+  std::atomic<int64_t> timeout_ms_{kDefaultTimeoutMs};
   std::mutex call_mu_;  // the contract: one thread at a time per communicator
   Device* device_ = nullptr;
 };

@@ -44,8 +44,8 @@ def init(backend_name=None, rank=None, group_size=None, timeout_ms=None):
     else "mpi". rank and group_size default to the launcher's environment
     (spora launch, mpirun); a process started alone is rank 0 of 1.
     timeout_ms bounds every later collective (default:
-    SPORA_COMM_TIMEOUT_MS, else no limit). Calling init again with the same
-    backend is a no-op."""
+    SPORA_COMM_TIMEOUT_MS, else 30 minutes; -1 waits forever). Calling
+    init again with the same backend is a no-op."""
     global _world
     device = _C.get_device()
     if backend_name is None:
