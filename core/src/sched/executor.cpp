@@ -132,6 +132,16 @@ struct AsyncCollectives {
     std::unique_ptr<JobRef> j(static_cast<JobRef*>(job));
     (*j)->wait();
   }
+  // Queues `fn` (ready or await) for `job` on the device's stream.
+  static void enqueue(Device* d, spora_host_callback_fn fn, const JobRef& job) {
+    void* r = ref(job);
+    try {
+      d->host_callback(fn, r);
+    } catch (...) {
+      delete static_cast<JobRef*>(r);
+      throw;
+    }
+  }
 };
 
 // One run of a plan: what its slots resolve to.
@@ -319,13 +329,7 @@ void run_collective(const Frame& f, const Step& step) {
     c->run_host(op, attrs, in, out, hs, hr, r);
   });
   if (d->has_async()) {
-    void* r = AsyncCollectives::ref(s.job);
-    try {
-      d->host_callback(&AsyncCollectives::ready, r);
-    } catch (...) {
-      delete static_cast<AsyncCollectives::JobRef*>(r);
-      throw;
-    }
+    AsyncCollectives::enqueue(d, &AsyncCollectives::ready, s.job);
   } else {
     s.job->mark_ready();
   }
@@ -342,13 +346,7 @@ void wait_collective(const Frame& f, int32_t slot) {
     return;
   }
   if (d->has_async()) {
-    void* r = AsyncCollectives::ref(s.job);
-    try {
-      d->host_callback(&AsyncCollectives::await, r);
-    } catch (...) {
-      delete static_cast<AsyncCollectives::JobRef*>(r);
-      throw;
-    }
+    AsyncCollectives::enqueue(d, &AsyncCollectives::await, s.job);
   } else {
     s.job->wait();
   }
