@@ -15,6 +15,13 @@ all with 2 threads set explicitly:
 Prints samples/s, peak RSS and the ratios of Spora's graph mode to PyTorch's
 best mode (goals, issue 5: >= 1.5x throughput, <= 0.8x RSS).
 
+`--busy N` runs N other processes that only spin (`while True: pass`,
+pinned nowhere) beside every configuration: the throughput on a machine
+another job also uses (issue 19: one busy process may cost at most half).
+The CPU's instruction set (the best of AVX-512 with bf16 / AVX-512 / AVX2,
+and ONEDNN_MAX_CPU_ISA when set) and the load average are printed with
+the figures.
+
 PyTorch runs in whatever interpreter --torch-python names (default: this one
 if it imports torch, else /work/venv-torch/bin/python); it is never a
 dependency of Spora or its tests.
@@ -115,12 +122,36 @@ def worker_torch(model, mode, steps):
 
 # -- driver -----------------------------------------------------------------------------
 
-def run_child(python, framework, model, mode, steps):
-    """Runs one configuration in a fresh process; returns (samples/s, peak RSS MiB) or an error string."""
+def cpu_isa():
+    """The CPU's vector instruction set as oneDNN can use it, e.g. "AVX-512 + bf16"."""
+    flags = set()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        return "unknown"
+    isa = ("AVX-512 + bf16" if {"avx512f", "avx512_bf16"} <= flags else "AVX-512" if "avx512f" in flags
+           else "AVX2" if "avx2" in flags else "no AVX2")
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    return isa + (f" (oneDNN capped: ONEDNN_MAX_CPU_ISA={cap})" if cap else "")
+
+
+def run_child(python, framework, model, mode, steps, busy=0):
+    """Runs one configuration in a fresh process, with `busy` spinning processes beside it; returns
+    (samples/s, peak RSS MiB) or an error string."""
     env = dict(os.environ, SPORA_NUM_THREADS=str(THREADS), OMP_NUM_THREADS=str(THREADS))
     cmd = [python, os.path.abspath(__file__), "--worker", framework, model, mode, "--steps", str(steps)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
-    _, status, usage = os.wait4(proc.pid, 0)
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(busy)]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+    finally:
+        for sp in spinners:
+            sp.kill()
+            sp.wait()
     out, err = proc.stdout.read(), proc.stderr.read()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
@@ -148,6 +179,7 @@ def main():
     p.add_argument("--torch-python", default=None)
     p.add_argument("--models", default="mlp,lenet")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--busy", type=int, default=0, help="spinning processes beside each run")
     args = p.parse_args()
     if args.worker:
         framework, model, mode = args.worker
@@ -161,16 +193,19 @@ def main():
         configs += [("torch", "eager")] + ([] if args.no_compile else [("torch", "compile")])
     else:
         print("torch not installed (pass --torch-python): Spora figures only")
+    print(f"CPU: {cpu_isa()}, {os.cpu_count()} cores; {THREADS} threads; {args.busy} busy process(es) beside each run;"
+          f" load average at start {os.getloadavg()[0]:.2f}", flush=True)
     results = {}
     for model in args.models.split(","):
         for framework, mode in configs:
             python = sys.executable if framework == "spora" else torch_python
-            rate, rss = run_child(python, framework, model, mode, args.steps)
+            rate, rss = run_child(python, framework, model, mode, args.steps, args.busy)
             results[(model, framework, mode)] = (rate, rss)
             shown = f"{rate:10,.0f} samples/s  peak RSS {rss:7.1f} MiB" if rate else f"failed: {rss}"
             print(f"{model:6s} {framework:6s} {mode:9s} {shown}", flush=True)
 
-    print(f"\nratios (Spora graph mode vs PyTorch's best mode; {THREADS} threads)")
+    print(f"\nratios (Spora graph mode vs PyTorch's best mode; {THREADS} threads; {cpu_isa()};"
+          f" load average at end {os.getloadavg()[0]:.2f})")
     print(f"{'model':8s}{'spora graph':>14s}{'torch best':>22s}{'speed ratio':>13s}{'RSS ratio':>11s}")
     for model in args.models.split(","):
         s_rate, s_rss = results[(model, "spora", "graph")]
