@@ -25,7 +25,7 @@ std::vector<uint8_t> read_external(const TensorProto& t, const std::string& what
   uint64_t offset = 0, length = want;
   bool has_length = false;
   for (const auto& [k, v] : t.external_data) {
-    auto num = [&](const char* key) {
+    auto num = [&, &v = v](const char* key) {
       char* end = nullptr;
       errno = 0;
       const unsigned long long x = std::strtoull(v.c_str(), &end, 10);

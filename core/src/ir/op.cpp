@@ -134,7 +134,7 @@ void infer_call(const OpDef& op, const TensorMeta* inputs, int num_inputs, const
              value.str());
       continue;
     }
-    auto spec = std::find_if(op.attrs.begin(), op.attrs.end(), [&](const AttrSpec& s) { return s.name == name; });
+    auto spec = std::find_if(op.attrs.begin(), op.attrs.end(), [&n = name](const AttrSpec& s) { return s.name == n; });
     if (spec == op.attrs.end()) {
       std::vector<std::string> known;
       for (const auto& s : op.attrs) known.push_back(s.name);

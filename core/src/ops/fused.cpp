@@ -121,7 +121,7 @@ std::string instr_text(const Instr& in) {
   for (const auto& [name, v] : in.attrs.items()) {
     if (in.op) {
       auto spec = std::find_if(in.op->attrs.begin(), in.op->attrs.end(),
-                               [&](const AttrSpec& sp) { return sp.name == name; });
+                               [&n = name](const AttrSpec& sp) { return sp.name == n; });
       if (spec != in.op->attrs.end() && !spec->required && spec->default_value == v) continue;
     }
     s += " " + name + "=" + value_text(v);
