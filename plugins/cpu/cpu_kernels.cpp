@@ -43,6 +43,11 @@ dnnl::engine& onednn_engine() {
   return eng;
 }
 
+dnnl::stream& onednn_stream() {
+  thread_local dnnl::stream strm(onednn_engine());
+  return strm;
+}
+
 bool onednn_dtype(int32_t dtype, dnnl::memory::data_type* out) {
   switch (dtype) {
     case SPORA_DTYPE_F32: *out = dnnl::memory::data_type::f32; return true;

@@ -1,5 +1,7 @@
 // oneDNN matmul and linear for the cpu plugin: primitives are created once at
 // plan time and only executed at launch.
+#include <atomic>
+
 #include "cpu_kernels.h"
 #include "onednn_plan.h"
 
@@ -25,6 +27,14 @@ dnnl::memory::desc md(const Shape& s, dnnl::memory::data_type dt, bool transpose
   return dnnl::memory::desc(dims, dt, strides);
 }
 
+// The memory objects of one launch. Creating a dnnl::memory costs about
+// 0.4 us (measured here: 1.2 us of a 32x32 matmul launch's 2.3 us against
+// 0.9 us for the primitive called directly), so each plan keeps one set and
+// a launch only swaps the data pointers in.
+struct Memories {
+  dnnl::memory a_t, a, b, y, bias;
+};
+
 struct State {
   dnnl::memory::desc a, b, y, bias;
   dnnl::matmul prim;
@@ -32,26 +42,61 @@ struct State {
   bool reorder_a = false;
   dnnl::memory::desc a_t;
   dnnl::reorder to_plain;
+  // The plan's own set, held by one launch at a time (`busy`); a launch of
+  // the same plan on another thread meanwhile builds a set of its own.
+  mutable std::atomic<bool> busy{false};
+  mutable Memories cached;
+};
+
+// Memory objects for `s` with no data yet (set_data_handle fills them).
+void make_memories(const State& s, Memories& m) {
+  auto& eng = onednn_engine();
+  if (s.reorder_a) m.a_t = dnnl::memory(s.a_t, eng, nullptr);
+  m.a = dnnl::memory(s.a, eng, nullptr);
+  m.b = dnnl::memory(s.b, eng, nullptr);
+  m.y = dnnl::memory(s.y, eng, nullptr);
+  if (!s.bias.is_zero()) m.bias = dnnl::memory(s.bias, eng, nullptr);
+}
+
+// Takes the plan's memory set for one launch when no other launch holds it.
+class MemoriesLease {
+ public:
+  explicit MemoriesLease(const State& s) : s_(s), own_(!s.busy.exchange(true, std::memory_order_acquire)) {
+    if (!own_ || !s.cached.y) make_memories(s, own_ ? s.cached : fresh_);
+  }
+  ~MemoriesLease() {
+    if (own_) s_.busy.store(false, std::memory_order_release);
+  }
+  MemoriesLease(const MemoriesLease&) = delete;
+  MemoriesLease& operator=(const MemoriesLease&) = delete;
+  Memories& get() { return own_ ? s_.cached : fresh_; }
+
+ private:
+  const State& s_;
+  bool own_;
+  Memories fresh_;
 };
 
 void run(const KernelPlan& p, const void* const* in, void* const* out, void* workspace) {
   const State& s = p.get<State>();
-  auto& eng = onednn_engine();
-  dnnl::stream strm(eng);
+  dnnl::stream& strm = onednn_stream();
+  MemoriesLease lease(s);
+  Memories& m = lease.get();
   void* a_data = const_cast<void*>(in[0]);
   if (s.reorder_a) {
-    dnnl::memory src(s.a_t, eng, a_data), dst(s.a, eng, workspace);
-    s.to_plain.execute(strm, src, dst);
-    a_data = workspace;
-  }
-  dnnl::memory a(s.a, eng, a_data);
-  dnnl::memory b(s.b, eng, const_cast<void*>(in[1]));
-  dnnl::memory y(s.y, eng, out[0]);
-  if (p.num_inputs == 3) {
-    dnnl::memory bias(s.bias, eng, const_cast<void*>(in[2]));
-    s.prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias}, {DNNL_ARG_DST, y}});
+    m.a_t.set_data_handle(a_data);
+    m.a.set_data_handle(workspace);
+    s.to_plain.execute(strm, m.a_t, m.a);
   } else {
-    s.prim.execute(strm, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}});
+    m.a.set_data_handle(a_data);
+  }
+  m.b.set_data_handle(const_cast<void*>(in[1]));
+  m.y.set_data_handle(out[0]);
+  if (p.num_inputs == 3) {
+    m.bias.set_data_handle(const_cast<void*>(in[2]));
+    s.prim.execute(strm, {{DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_BIAS, m.bias}, {DNNL_ARG_DST, m.y}});
+  } else {
+    s.prim.execute(strm, {{DNNL_ARG_SRC, m.a}, {DNNL_ARG_WEIGHTS, m.b}, {DNNL_ARG_DST, m.y}});
   }
   strm.wait();
 }
