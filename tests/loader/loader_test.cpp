@@ -578,3 +578,38 @@ TEST_F(Loader, DescribeBeforeAnyDeviceQuery) {
 }
 
 }  // namespace
+
+// OpenMP reads its wait policy once, when a plugin's dlopen loads it; before
+// opening a plugin the host asks for passive waiting (issue 19: a spinning
+// pool lost most of its speed to one other busy process) unless the user
+// chose: OMP_WAIT_POLICY, or libgomp's GOMP_SPINCOUNT.
+TEST_F(Loader, OpeningAPluginDefaultsOpenMPToPassiveWaitingUnlessTheUserChose) {
+  struct Case {
+    const char* policy;     // OMP_WAIT_POLICY before, nullptr: unset
+    const char* spincount;  // GOMP_SPINCOUNT before, nullptr: unset
+    const char* expected;   // OMP_WAIT_POLICY after, nullptr: unset
+  };
+  for (const Case& c : {Case{nullptr, nullptr, "passive"}, Case{"active", nullptr, "active"},
+                        Case{nullptr, "1000", nullptr}}) {
+    SCOPED_TRACE(std::string("OMP_WAIT_POLICY=") + (c.policy ? c.policy : "(unset)") +
+                 " GOMP_SPINCOUNT=" + (c.spincount ? c.spincount : "(unset)"));
+    c.policy ? setenv("OMP_WAIT_POLICY", c.policy, 1) : unsetenv("OMP_WAIT_POLICY");
+    c.spincount ? setenv("GOMP_SPINCOUNT", c.spincount, 1) : unsetenv("GOMP_SPINCOUNT");
+    TempDir dir;  // a fresh file: the loader opens it anew
+    copy_plugin("good", dir.path());
+    spora::Context ctx;
+    ctx.add_plugin_path(dir.str());
+    const auto mine = plugins_under(ctx, dir.path());
+    ASSERT_EQ(mine.size(), 1u);
+    ASSERT_TRUE(mine[0].available) << mine[0].reason;
+    const char* now = std::getenv("OMP_WAIT_POLICY");
+    if (c.expected) {
+      ASSERT_NE(now, nullptr);
+      EXPECT_STREQ(now, c.expected);
+    } else {
+      EXPECT_EQ(now, nullptr) << now;
+    }
+  }
+  unsetenv("OMP_WAIT_POLICY");
+  unsetenv("GOMP_SPINCOUNT");
+}

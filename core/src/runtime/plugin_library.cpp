@@ -4,6 +4,7 @@
 #include <link.h>
 
 #include <boost/dll/shared_library.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -121,6 +122,21 @@ std::string missing_device_functions(const spora_device_api_t* t) {
   return missing;
 }
 
+// OpenMP reads its wait policy once, when its runtime loads, and for the cpu
+// plugin that happens inside the dlopen of the plugin (oneDNN and the
+// plugin's loops link libgomp). libgomp's default keeps a thread spinning
+// for up to ~3 ms after each parallel region, so when another process wants
+// a core the spinning thread takes its time slices from the working one
+// (issue 19, 2 cores, one other busy process: MLP training 0.6-4.7k
+// samples/s spinning, 13-38k passive). Passive was not slower without the
+// other process; a tiny op on 2 threads pays the worker's wake-up (matmul
+// 32x32: ~7 instead of ~4 us). So unless the user chose (OMP_WAIT_POLICY,
+// or libgomp's GOMP_SPINCOUNT), the host asks for passive before it opens a
+// plugin. A runtime that another library loaded earlier keeps what it read.
+void default_openmp_wait_policy() {
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+}
+
 }  // namespace
 
 PluginRecord* PluginRecord::open(const std::string& path) {
@@ -168,6 +184,7 @@ void PluginRecord::load() {
   if (const PluginClearance c = plugin_clearance(path_); !c.may_load) return fail(c.reason);
   // Kept alive for the process: Boost.DLL's destructor would dlclose.
   auto* lib = new dll::shared_library;
+  default_openmp_wait_policy();
   try {
     lib->load(path_, dll::load_mode::rtld_now | dll::load_mode::rtld_local);
   } catch (const std::exception&) {
