@@ -183,6 +183,23 @@ TEST(DataIdx, DamagedFilesNameTheFile) {
   }
 }
 
+// Found by tests/fuzz (corpus/idx/crash-zero-dim-overflow): a zero
+// dimension made the element count 0, so dimensions whose product overflows
+// int64 passed the cap and Column::numel overflowed on them.
+TEST(DataIdx, HugeDimensionsBesideAZeroAreRefused) {
+  TempDir t;
+  write_plain(t.file("zero"), idx_header(0x08, {0x5b000000u, 0x0300fd1bu, 0x700u, 0xd02u, 0u}));
+  const std::string m = error_of([&] { read_idx(t.file("zero")); });
+  EXPECT_NE(m.find("zero: IDX header dimensions"), std::string::npos) << m;
+  EXPECT_NE(m.find("more than 2^34 elements (the zero aside)"), std::string::npos) << m;
+  // An empty file of sane dimensions still reads (0 samples of 28 x 28).
+  write_plain(t.file("empty"), idx_header(0x08, {0u, 28u, 28u}));
+  EXPECT_EQ(read_idx(t.file("empty")).numel(), 0);
+  // A 20-byte file claiming 2^33 elements: refused as truncated.
+  write_plain(t.file("claim"), idx_header(0x08, {1u << 17, 1u << 16}));
+  EXPECT_NE(error_of([&] { read_idx(t.file("claim")); }).find("claim: truncated"), std::string::npos);
+}
+
 TEST(DataIdx, MismatchedSampleCounts) {
   TempDir t;
   auto [a, b] = small_mnist(t, 5, false);

@@ -92,21 +92,30 @@ Column read_idx(const std::string& path) {
   uint8_t dims_raw[4 * SPORA_MAX_NDIM];
   if (r.read(dims_raw, 4u * ndim) < 4u * ndim) fail(Code::kInvalidArgument, "[dataset] {}: IDX header is truncated", path);
   std::vector<int64_t> shape;
-  uint64_t count = 1;
+  // The product of the non-zero dimensions is capped too: a zero makes the
+  // file empty, but the shape still travels (Column::numel multiplies all
+  // of them, and must not overflow).
+  uint64_t nonzero = 1;
+  bool empty = false;
   for (int i = 0; i < ndim; ++i) {
     const uint32_t d = be32(dims_raw + 4 * i);
     shape.push_back(d);
-    count = d == 0 ? 0 : (count > kMaxElements / d ? kMaxElements + 1 : count * d);
+    if (d == 0) empty = true;
+    else nonzero = nonzero > kMaxElements / d ? kMaxElements + 1 : nonzero * d;
   }
-  if (count > kMaxElements)
-    fail(Code::kInvalidArgument, "[dataset] {}: IDX header claims {} elements", path, shape_str(shape));
+  if (nonzero > kMaxElements)
+    fail(Code::kInvalidArgument, "[dataset] {}: IDX header dimensions {} multiply to more than 2^34 elements{}", path,
+         shape_str(shape), empty ? " (the zero aside)" : "");
+  const uint64_t count = empty ? 0 : nonzero;
   // Read in steps, growing the buffer as data arrives: the header alone must
-  // not decide an allocation (a 20-byte file may claim 2^34 elements).
+  // not decide an allocation (a 20-byte file may claim 2^34 elements). Steps
+  // double from 1 MiB up to 64 MiB, so the buffer is never much more than
+  // twice what the file holds.
   const size_t want = static_cast<size_t>(count) * in_size;
   std::vector<uint8_t> raw;
   size_t got = 0;
   while (got < want) {
-    const size_t step = std::min<size_t>(want - got, size_t{64} << 20);
+    const size_t step = std::min<size_t>(want - got, std::clamp<size_t>(got, size_t{1} << 20, size_t{64} << 20));
     raw.resize(got + step);
     const size_t n = r.read(raw.data() + got, step);
     got += n;
@@ -123,7 +132,9 @@ Column read_idx(const std::string& path) {
   Column c = make_column(out, shape);
   const size_t n = static_cast<size_t>(count);
   switch (code) {
-    case 0x08: std::memcpy(c.bytes.data(), raw.data(), n); break;
+    case 0x08:
+      if (n) std::memcpy(c.bytes.data(), raw.data(), n);  // an empty file has no buffers (null pointers)
+      break;
     case 0x09:
       for (size_t i = 0; i < n; ++i) c.as<int32_t>()[i] = static_cast<int8_t>(raw[i]);
       break;
