@@ -18,23 +18,51 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "fma_peak.h"
 
 namespace {
 
-// Median seconds per call over `reps` timed calls after a warm-up.
-double median_seconds(const std::function<void()>& fn, int reps) {
-  fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
+// Median seconds per call of `a` and of `b` over `reps` timed calls each,
+// after a warm-up, the two alternating call by call: on a shared machine a
+// burst of other work then slows both alike instead of whichever ran during
+// it.
+std::pair<double, double> paired_median_seconds(const std::function<void()>& a, const std::function<void()>& b,
+                                                int reps) {
+  a();
+  b();
+  std::vector<double> ta, tb;
+  auto time = [](const std::function<void()>& fn) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
-    t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int i = 0; i < reps; ++i) {
+    ta.push_back(time(a));
+    tb.push_back(time(b));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
+}
+
+// The instruction set oneDNN's kernels use here (ONEDNN_MAX_CPU_ISA can
+// lower it), printed beside every figure.
+const char* onednn_isa() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::avx512_core_amx: return "AVX-512 + AMX";
+    case isa::avx512_core_bf16: return "AVX-512 + bf16";
+    case isa::avx512_core_vnni: return "AVX-512 (VNNI)";
+    case isa::avx512_core: return "AVX-512";
+    case isa::avx2_vnni: return "AVX2 (VNNI)";
+    case isa::avx2: return "AVX2";
+    case isa::avx: return "AVX";
+    case isa::sse41: return "SSE4.1";
+    default: return "other";
+  }
 }
 
 std::vector<float> random_vec(size_t n) {
@@ -137,7 +165,8 @@ int device_rows(const char* device) {
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "cpu") != 0) return device_rows(argv[1]);
   const double peak = measure_fma_peak_gflops();
-  std::printf("fp32 FMA peak on %d thread(s): %.1f GFLOP/s (measured)\n\n", omp_get_max_threads(), peak);
+  std::printf("oneDNN ISA: %s; fp32 FMA peak on %d thread(s): %.1f GFLOP/s (measured)\n\n", onednn_isa(),
+              omp_get_max_threads(), peak);
   std::printf("  %-34s %9s %9s %7s %9s\n", "case", "spora", "oneDNN", "ratio", "of peak");
 
   spora_context_t* ctx;
@@ -156,21 +185,19 @@ int main(int argc, char** argv) {
         !ok(spora_tensor_create(cpu, SPORA_DTYPE_F32, shape, 2, vb.data(), vb.size() * 4, &b), "b"))
       return 1;
     spora_tensor_t* in[2] = {a, b};
-    const int reps = n >= 2048 ? 5 : 15;
-    const double ts = median_seconds(
-        [&] {
-          spora_tensor_t* y = nullptr;
-          ok(spora_op_call("matmul", nullptr, in, 2, nullptr, &y, 1), "matmul");
-          spora_tensor_free(y);
-        },
-        reps);
+    const int reps = n >= 2048 ? 5 : n >= 1024 ? 15 : 41;
     // Anchor: the same primitive, plain layouts, output buffer reused.
     dnnl::memory::desc md({n, n}, dt::f32, tag::ab);
     dnnl::matmul mm(dnnl::matmul::primitive_desc(dnnl::matmul::desc(md, md, md), eng));
     std::vector<float> vy(n * n);
     dnnl::memory ma(md, eng, const_cast<float*>(va.data())), mb(md, eng, const_cast<float*>(vb.data())),
         my(md, eng, vy.data());
-    const double to = median_seconds(
+    const auto [ts, to] = paired_median_seconds(
+        [&] {
+          spora_tensor_t* y = nullptr;
+          ok(spora_op_call("matmul", nullptr, in, 2, nullptr, &y, 1), "matmul");
+          spora_tensor_free(y);
+        },
         [&] {
           mm.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, my}});
           strm.wait();
@@ -198,13 +225,6 @@ int main(int argc, char** argv) {
     spora_attrs_set_ints(attrs, "padding", pad, 2);
     spora_tensor_t* in[2] = {x, w};
     bool have_conv = true;
-    const double ts = median_seconds(
-        [&] {
-          spora_tensor_t* y = nullptr;
-          if (have_conv && !ok(spora_op_call("conv2d", nullptr, in, 2, attrs, &y, 1), "conv2d")) have_conv = false;
-          spora_tensor_free(y);
-        },
-        10);
     // Anchor: oneDNN picks its layouts; NCHW in and out, reorders included,
     // as a framework with NCHW tensors must do.
     dnnl::memory::desc x_md({N, C, H, W}, dt::f32, tag::nchw), w_md({O, C, 3, 3}, dt::f32, tag::oihw),
@@ -221,7 +241,12 @@ int main(int argc, char** argv) {
         my(y_md, eng, vy.data());
     dnnl::memory cx(pd.src_desc(), eng), cw(pd.weights_desc(), eng), cy(pd.dst_desc(), eng);
     dnnl::reorder(mw, cw).execute(strm, mw, cw);  // weights reordered once, like a cached plan
-    const double to = median_seconds(
+    const auto [ts, to] = paired_median_seconds(
+        [&] {
+          spora_tensor_t* y = nullptr;
+          if (have_conv && !ok(spora_op_call("conv2d", nullptr, in, 2, attrs, &y, 1), "conv2d")) have_conv = false;
+          spora_tensor_free(y);
+        },
         [&] {
           dnnl::reorder(mx, cx).execute(strm, mx, cx);
           conv.execute(strm, {{DNNL_ARG_SRC, cx}, {DNNL_ARG_WEIGHTS, cw}, {DNNL_ARG_DST, cy}});
