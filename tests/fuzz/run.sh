@@ -47,6 +47,12 @@ mkdir -p "$work" "$artifacts"
 # (a hang).
 flags=(-max_len=65536 -detect_leaks=0 -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 -print_final_stats=1
   "-artifact_prefix=$artifacts/")
+# A dictionary of the format's tokens, where there is one.
+case $target in
+  graph_json | graph_compile) dict=$src/tests/fuzz/graph_json.dict ;;
+  *) dict=$src/tests/fuzz/$target.dict ;;
+esac
+[ -f "$dict" ] && flags+=("-dict=$dict")
 if [ "$seconds" = 0 ]; then
   exec "$build/fuzz/fuzz_$target" "${flags[@]}" -runs=0 "$@" "$seeds"
 fi
