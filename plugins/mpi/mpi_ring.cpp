@@ -30,13 +30,18 @@ constexpr int kRingTag = 0x5371;  // distinct from send/recv's
 // 64 KiB x 8 slots 0.92-0.97 (without the interleaved calls all three were
 // 0.95-1.10: likely those calls evict an 8 MiB scratch from the caches,
 // and a 512 KiB one far less). At 4 MiB
-// 256 KiB x 4 slots was 1.30-1.32, 64 KiB x 8 0.93-0.98. A chunk that fits
-// the window travels whole, one message each way: at 1 MiB (512 KiB
+// 256 KiB x 4 slots was 1.30-1.32, 64 KiB x 8 0.93-0.98. A chunk of up to 1 MiB
+// travels whole, one message each way: at 1 MiB (512 KiB
 // chunks) 1.01-1.08 with MPI_Iallreduce interleaved and 0.95-1.05 without,
 // in two 256 KiB segments posted at once 1.07-1.11 and 0.96-1.05, through
 // the 64 KiB window 1.10-1.25 and 1.03-1.10.
 constexpr size_t kSegmentBytes = 64 << 10;
 constexpr size_t kWindow = 8;
+// A chunk up to kWholeBytes travels whole, one message each way. At 2 MiB
+// (1 MiB chunks on 2 ranks) the window read 1.36-1.48 and the whole chunk
+// 0.99-1.03; at 4 MiB (2 MiB chunks) the window 0.97-1.00 and the whole
+// chunk 1.36 (same benchmark, 40 rounds, quiet).
+constexpr size_t kWholeBytes = 1 << 20;
 
 }  // namespace
 
@@ -49,7 +54,7 @@ spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t coun
   auto at = [&](int c) { return static_cast<char*>(buf) + lo(c) * esize; };
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
   const size_t max_chunk = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);  // elements
-  const bool fits = max_chunk * esize <= kWindow * kSegmentBytes;
+  const bool fits = max_chunk * esize <= kWholeBytes;
   // Elements per segment, and the slots segments rotate through.
   const size_t seg = fits ? max_chunk : std::max<size_t>(1, kSegmentBytes / esize);
   const size_t slots = fits ? 1 : kWindow;
