@@ -18,13 +18,14 @@ from ._dtype import (DType, float32, float64, float16, bfloat16, int32, int64, u
 from ._tensor import Tensor  # noqa: E402
 from ._parameter import Parameter  # noqa: E402
 from ._context import (PYNATIVE_MODE, GRAPH_MODE, devices, set_device, get_device, set_context,  # noqa: E402
-                       get_context)
+                       get_context, STRICT, COMPATIBLE, LAX)
 from . import ops  # noqa: E402
 from ._autograd import grad, value_and_grad  # noqa: E402
 from ._jit import jit, JitFunction, JitFallbackWarning  # noqa: E402
 from . import _jit  # noqa: E402
 from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  # noqa: E402
                         reset_auto_parallel_context)
+from ._seed import set_seed, get_seed  # noqa: E402
 
 for _e in (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError, UntraceableError):
     _e.__module__ = "spora"

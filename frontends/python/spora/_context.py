@@ -5,8 +5,15 @@ from ._C import BackendUnavailableError
 PYNATIVE_MODE = 1
 GRAPH_MODE = 0
 
-_ctx = {"mode": PYNATIVE_MODE, "jit_level": 1}
-_KEYS = ("mode", "device_target", "device_id", "jit_level", "matmul_precision")
+# MindSpore's jit_syntax_level values. Spora's graph mode traces construct as
+# Python runs it, so every level accepts the same programs (see set_context).
+STRICT = 0
+COMPATIBLE = 1
+LAX = 2
+_SYNTAX_LEVELS = {STRICT: "STRICT", COMPATIBLE: "COMPATIBLE", LAX: "LAX"}
+
+_ctx = {"mode": PYNATIVE_MODE, "jit_level": 1, "jit_syntax_level": LAX}
+_KEYS = ("mode", "device_target", "device_id", "jit_level", "matmul_precision", "jit_syntax_level")
 _MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
@@ -130,7 +137,8 @@ def _split(name):
     return base, int(idx) if idx else 0
 
 
-def set_context(mode=None, device_target=None, device_id=None, jit_level=None, matmul_precision=None, **unknown):
+def set_context(mode=None, device_target=None, device_id=None, jit_level=None, matmul_precision=None,
+                jit_syntax_level=None, **unknown):
     """MindSpore-style switch.
 
     mode: spora.PYNATIVE_MODE (eager) or spora.GRAPH_MODE (Cells and grad
@@ -154,16 +162,28 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
     full FP32 products), "high" (a GPU may use TF32 tensor cores), "medium"
     (bf16 or TF32). Process-wide; it applies to kernels planned afterwards
     (a compiled graph keeps the kernels it was compiled with). The half
-    types and f64 are unaffected, as is the cpu."""
+    types and f64 are unaffected, as is the cpu.
+
+    jit_syntax_level: spora.STRICT, spora.COMPATIBLE or spora.LAX (also
+    their names as strings), accepted for MindSpore programs and returned
+    by get_context; it changes nothing. MindSpore parses construct's source
+    and the level says how much Python its compiler accepts; Spora traces
+    construct by running it, so any Python runs at every level (what cannot
+    be traced -- a branch on a tensor's value -- runs eagerly with a
+    spora.JitFallbackWarning), and spora.export takes any traceable network
+    (MindSpore exports MINDIR under STRICT only)."""
     if unknown:
         raise TypeError(f"set_context: unknown option(s) {', '.join(sorted(unknown))} "
-                        f"(known: mode, device_target, device_id, jit_level, matmul_precision)")
+                        f"(known: mode, device_target, device_id, jit_level, matmul_precision, "
+                        f"jit_syntax_level)")
     if mode is not None:
         if mode not in (PYNATIVE_MODE, GRAPH_MODE):
             raise ValueError(f"set_context: mode must be spora.PYNATIVE_MODE or spora.GRAPH_MODE, got {mode!r}")
     if jit_level is not None:
         if jit_level not in (0, 1, 2):
             raise ValueError("set_context: jit_level must be 0, 1 or 2")
+    if jit_syntax_level is not None:
+        jit_syntax_level = _syntax_level(jit_syntax_level)
     if matmul_precision is not None and matmul_precision not in _MATMUL_PRECISIONS:
         raise ValueError(f"set_context: matmul_precision must be \"highest\", \"high\" or \"medium\", "
                          f"got {matmul_precision!r}")
@@ -176,12 +196,23 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
         _ctx["mode"] = mode
     if jit_level is not None:
         _ctx["jit_level"] = jit_level
+    if jit_syntax_level is not None:
+        _ctx["jit_syntax_level"] = jit_syntax_level
     if matmul_precision is not None:
         _C.set_option("matmul_precision", matmul_precision)
 
 
+def _syntax_level(v):
+    if isinstance(v, str) and v.upper() in _SYNTAX_LEVELS.values():
+        return {name: level for level, name in _SYNTAX_LEVELS.items()}[v.upper()]
+    if isinstance(v, bool) or v not in _SYNTAX_LEVELS:
+        raise ValueError(f"set_context: jit_syntax_level must be spora.STRICT, spora.COMPATIBLE or spora.LAX, "
+                         f"got {v!r}")
+    return int(v)
+
+
 def get_context(key):
-    """The value of a set_context option: "mode", "jit_level", "device_target"
+    """The value of a set_context option: "mode", "jit_level", "jit_syntax_level", "device_target"
     (the default device's backend, e.g. "cpu", "sim", "cuda" -- also after
     device_target="GPU"), "device_id" (its index) or "matmul_precision"."""
     if key not in _KEYS:

@@ -499,6 +499,45 @@ def _has_init(self):
     return self._meta and self._lazy_init is not None and self._lazy_init[0] is not None
 
 
+# -- MindSpore's size attributes -------------------------------------------------
+# Spora tensors are dense and row-major, so strides follow from the shape.
+
+def _itemsize(self):
+    """Bytes per element (MindSpore's Tensor.itemsize)."""
+    return self.dtype.itemsize
+
+
+def _nbytes(self):
+    """Bytes the elements take: size * itemsize."""
+    return self.size * self.dtype.itemsize
+
+
+def _strides(self):
+    """Bytes to step in each dimension, as NumPy and MindSpore count them
+    (the layout is always dense row-major)."""
+    out, step = [], self.dtype.itemsize
+    for d in reversed(self.shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
+
+
+def _from_numpy(array):
+    """A Tensor sharing `array`'s memory (no copy), as MindSpore's
+    Tensor.from_numpy: writes to the array show in the tensor. The array
+    must be C-contiguous and of a dtype Spora stores."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"[Tensor.from_numpy] takes a numpy.ndarray, got {type(array).__name__}; "
+                        f"write spora.Tensor(data) to copy other data")
+    if not array.flags.c_contiguous:
+        raise ValueError("[Tensor.from_numpy] the array is not C-contiguous, so its memory cannot be shared; "
+                         "write Tensor.from_numpy(np.ascontiguousarray(a)) or spora.Tensor(a) (a copy)")
+    if array.dtype not in _SUPPORTED_NP:
+        raise TypeError(f"[Tensor.from_numpy] dtype {array.dtype} is not supported by spora (supported: "
+                        + ", ".join(d.name for d in D.ALL) + "); convert it first, e.g. a.astype(np.float32)")
+    return _C.from_dlpack(array)
+
+
 def _item_cast(dt):
     return lambda self: self.astype(dt)
 
@@ -524,6 +563,10 @@ _METHODS = dict(
 for _name, _fn in _METHODS.items():
     setattr(Tensor, _name, _fn)
 Tensor.has_init = property(_has_init)
+Tensor.itemsize = property(_itemsize)
+Tensor.nbytes = property(_nbytes)
+Tensor.strides = property(_strides)
+Tensor.from_numpy = staticmethod(_from_numpy)
 Tensor.T = property(lambda self: transpose(self))
 Tensor.mT = property(lambda self: swapaxes(self, -2, -1))
 Tensor.__array_ufunc__ = None  # numpy defers to our reflected operators

@@ -29,6 +29,7 @@ from .layer.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .layer.pooling import AvgPool2d, MaxPool2d
 from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
 from .loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, WithLossCell)
+from .loss import SoftmaxCrossEntropyWithLogits
 from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSchedule, Momentum, Optimizer, StepLR,
                     WarmupLR)
 
@@ -39,6 +40,7 @@ __all__ = [
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",
     "get_activation",
     "LossBase", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "WithLossCell",
+    "SoftmaxCrossEntropyWithLogits",
     "Optimizer", "SGD", "Momentum", "Adam", "AdamW", "ClipByGlobalNorm", "global_norm",
     "LearningRateSchedule", "ConstantLR", "StepLR", "CosineDecayLR", "WarmupLR",
 ]

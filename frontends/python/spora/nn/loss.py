@@ -131,6 +131,35 @@ class BCEWithLogitsLoss(LossBase):
         return self._reduce(loss)
 
 
+class SoftmaxCrossEntropyWithLogits(LossBase):
+    """MindSpore's softmax cross-entropy: logits (N, C); with sparse=False
+    labels are (N, C) probabilities or one-hot rows (of logits' dtype), with
+    sparse=True class indices (N,) int32/int64. reduction defaults to
+    'none' here, as in MindSpore: the loss of each sample, shape (N,)."""
+
+    def __init__(self, sparse=False, reduction="none"):
+        super().__init__(reduction)
+        self.sparse = bool(sparse)
+
+    def construct(self, logits, labels):
+        if len(logits.shape) != 2:
+            raise ValueError(f"[SoftmaxCrossEntropyWithLogits] logits must be (N, C), got shape "
+                             f"{tuple(logits.shape)}{_util._C_location()}")
+        labels = _as_tensor(labels)
+        if self.sparse:
+            if labels.dtype.name not in ("int32", "int64"):
+                raise TypeError(f"[SoftmaxCrossEntropyWithLogits] sparse=True takes class indices (int32 or "
+                                f"int64), got {labels.dtype.name} labels; give one-hot rows with sparse=False"
+                                f"{_util._C_location()}")
+            return raw.cross_entropy(logits, labels, reduction=self.reduction)
+        self._same_shape(logits, labels)
+        per_sample = -raw.sum(labels.astype(logits.dtype) * raw.log_softmax(logits, axis=1), axes=[1])
+        return self._reduce(per_sample)
+
+    def extend_repr(self):
+        return f"sparse={self.sparse}, reduction={self.reduction}"
+
+
 class WithLossCell(Cell):
     """net + loss_fn as one cell: construct(data, label) -> loss (what Model trains)."""
 

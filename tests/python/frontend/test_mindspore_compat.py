@@ -1,0 +1,120 @@
+"""MindSpore-style programs, written the way a MindSpore user writes them
+(`import spora as ms`), checked against NumPy: one test (or more) per row
+that docs/mindspore-compat.md marks supported, outside the dataset rows
+(tests/python/frontend/test_dataset_*.py cover those)."""
+import numpy as np
+import pytest
+
+import spora as ms
+from spora import nn, ops
+
+
+@pytest.fixture(autouse=True)
+def _syntax_level():
+    yield
+    ms.set_context(jit_syntax_level=ms.LAX)
+
+
+def _log_softmax(x):
+    z = x - x.max(axis=1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+
+
+# -- context and seeds -------------------------------------------------------------
+
+
+def test_jit_syntax_level_is_accepted_and_read_back():
+    ms.set_context(mode=ms.GRAPH_MODE, jit_syntax_level=ms.STRICT)
+    assert ms.get_context("jit_syntax_level") == ms.STRICT
+    ms.set_context(jit_syntax_level="compatible")
+    assert ms.get_context("jit_syntax_level") == ms.COMPATIBLE
+    with pytest.raises(ValueError, match="jit_syntax_level must be spora.STRICT"):
+        ms.set_context(jit_syntax_level=7)
+    # The level changes nothing: the same net gives the same result at each.
+    net = nn.Dense(3, 2)
+    x = ms.Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    outs = []
+    for level in (ms.STRICT, ms.LAX):
+        ms.set_context(jit_syntax_level=level)
+        outs.append(net(x).asnumpy())
+    np.testing.assert_array_equal(outs[0], outs[1])
+    want = x.asnumpy() @ net.weight.asnumpy().T + net.bias.asnumpy()
+    np.testing.assert_allclose(outs[0], want, rtol=1e-5, atol=1e-6)
+
+
+def _random_run(seed):
+    ms.set_seed(seed)
+    dense = nn.Dense(4, 3)
+    drop = nn.Dropout(p=0.5)
+    drop.set_train(True)
+    x = ms.Tensor(np.ones((8, 4), np.float32))
+    dropped = drop(x).asnumpy()
+    u = ops.uniform((6,)).asnumpy()
+    npr = np.random.rand(3)
+    data = ms.dataset.NumpySlicesDataset(np.arange(12, dtype=np.int32), shuffle=True)
+    order = [int(np.asarray(row[0])) for row in data.create_tuple_iterator()]
+    return dense.weight.asnumpy(), dropped, u, npr, order
+
+
+def test_set_seed_repeats_initializers_dropout_ops_numpy_and_dataset_shuffles():
+    a, b, c = _random_run(11), _random_run(11), _random_run(12)
+    for first, again in zip(a, b):
+        np.testing.assert_array_equal(np.asarray(first), np.asarray(again))
+    for first, other in zip(a, c):
+        assert not np.array_equal(np.asarray(first), np.asarray(other))
+    dropped = a[1]
+    assert (dropped == 0).any() and (dropped == 2).any()  # training-mode dropout, scaled by 1/(1-p)
+    assert sorted(a[4]) == list(range(12)) and a[4] != list(range(12))
+    assert ms.get_seed() == 12
+    with pytest.raises(ValueError, match=r"\[set_seed\]"):
+        ms.set_seed(-1)
+
+
+# -- tensor attributes -----------------------------------------------------------
+
+
+def test_tensor_size_attributes_match_numpy():
+    for dtype in (np.float32, np.float64, np.int32, np.int64, np.uint8, np.float16):
+        a = np.zeros((2, 3, 5), dtype)
+        t = ms.Tensor(a)
+        assert (t.itemsize, t.nbytes, t.strides) == (a.itemsize, a.nbytes, a.strides)
+        assert (t.ndim, t.size, t.shape) == (a.ndim, a.size, a.shape)
+    x = ms.Tensor(np.array([[1, 2], [3, 4]]), ms.int32)
+    assert (x.itemsize, x.nbytes, x.strides) == (4, 16, (8, 4))
+    s = ms.Tensor(2.5)
+    assert (s.strides, s.nbytes) == ((), 4)
+
+
+def test_from_numpy_shares_memory():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    t = ms.Tensor.from_numpy(a)
+    a[1, 2] = 40.0
+    np.testing.assert_array_equal(t.asnumpy(), a)
+    np.testing.assert_array_equal((t * 2).asnumpy(), a * 2)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        ms.Tensor.from_numpy(np.zeros((4, 4), np.float32)[:, ::2])
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        ms.Tensor.from_numpy([1.0, 2.0])
+
+
+# -- losses ----------------------------------------------------------------------
+
+
+def test_softmax_cross_entropy_with_logits():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    y = np.array([4, 0, 2, 2, 1, 3])
+    want = -_log_softmax(x.astype(np.float64))[np.arange(6), y]
+    logits = ms.Tensor(x)
+    sparse = nn.SoftmaxCrossEntropyWithLogits(sparse=True)
+    np.testing.assert_allclose(sparse(logits, ms.Tensor(y.astype(np.int32))).asnumpy(), want, rtol=1e-5)
+    mean = nn.SoftmaxCrossEntropyWithLogits(sparse=True, reduction="mean")
+    np.testing.assert_allclose(mean(logits, ms.Tensor(y)).asnumpy(), want.mean(), rtol=1e-5)
+    onehot = np.eye(5, dtype=np.float32)[y]
+    dense = nn.SoftmaxCrossEntropyWithLogits()  # sparse=False, reduction='none'
+    np.testing.assert_allclose(dense(logits, ms.Tensor(onehot)).asnumpy(), want, rtol=1e-5)
+    soft = rng.dirichlet(np.ones(5), size=6).astype(np.float32)
+    summed = nn.SoftmaxCrossEntropyWithLogits(reduction="sum")(logits, ms.Tensor(soft)).asnumpy()
+    np.testing.assert_allclose(summed, -(soft * _log_softmax(x.astype(np.float64))).sum(), rtol=1e-5)
+    with pytest.raises(TypeError, match="sparse=True takes class indices"):
+        sparse(logits, ms.Tensor(onehot))
