@@ -3,9 +3,14 @@
 
     python bench/bench_python_train.py [--torch-python /work/venv-torch/bin/python] [--steps 60]
 
-Models (SGD with momentum 0.9, cross-entropy, synthetic data):
-  mlp    784-512-512-10, batch 128
-  lenet  LeNet-5 (conv 6 -> pool -> conv 16 -> pool -> 120 -> 84 -> 10), batch 64
+Models (synthetic data):
+  mlp          784-512-512-10, batch 128, SGD with momentum 0.9, cross-entropy
+  lenet        LeNet-5 (conv 6 -> pool -> conv 16 -> pool -> 120 -> 84 -> 10), batch 64,
+               SGD with momentum 0.9, cross-entropy
+  mainlenet    the main job's LeNet (examples/fashion_mnist.py: conv 32 3x3 same -> pool ->
+               conv 64 -> pool -> 128 -> 10), batch 64, Adam, cross-entropy
+  transformer  one encoder layer (d_model 256, 4 heads, feed-forward 1024, dropout 0.1,
+               post-norm, batch first), sequence 128, batch 16, Adam, MSE to a random target
 Configurations, each in its own process (so peak RSS is that run's alone),
 all with 2 threads set explicitly:
   spora graph     the whole step (forward, loss, grad, update) as one jit graph
@@ -34,16 +39,24 @@ import sys
 import time
 
 THREADS = 2
-MODELS = {"mlp": 128, "lenet": 64}
+MODELS = {"mlp": 128, "lenet": 64, "mainlenet": 64, "transformer": 16}  # batch sizes
+SHAPES = {"mlp": (784,), "lenet": (1, 28, 28), "mainlenet": (1, 28, 28), "transformer": (128, 256)}
+ADAM = {"mainlenet", "transformer"}  # the others train with SGD + momentum
 
 
 # -- workers (run in a child process) -------------------------------------------------
 
-def _batches(batch, shape, n=8, seed=0):
+def _batches(model, n=8, seed=0):
+    """n (input, target) pairs: class labels, or for the transformer a float target of the output's shape."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    return [(rng.standard_normal((batch,) + shape).astype(np.float32), rng.integers(0, 10, batch).astype(np.int64))
-            for _ in range(n)]
+    batch, shape = MODELS[model], SHAPES[model]
+
+    def target():
+        if model == "transformer":
+            return rng.standard_normal((batch,) + shape).astype(np.float32)
+        return rng.integers(0, 10, batch).astype(np.int64)
+    return [(rng.standard_normal((batch,) + shape).astype(np.float32), target()) for _ in range(n)]
 
 
 def _time(step, batches, steps, batch):
@@ -69,15 +82,23 @@ def worker_spora(model, mode, steps):
     if model == "mlp":
         net = nn.SequentialCell(nn.Dense(784, 512, activation="relu"), nn.Dense(512, 512, activation="relu"),
                                 nn.Dense(512, 10))
-        shape = (784,)
-    else:
+    elif model == "lenet":
         net = nn.SequentialCell(
             nn.Conv2d(1, 6, 5, pad_mode="pad", padding=2, has_bias=True), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(6, 16, 5, pad_mode="valid", has_bias=True), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
             nn.Dense(400, 120, activation="relu"), nn.Dense(120, 84, activation="relu"), nn.Dense(84, 10))
-        shape = (1, 28, 28)
-    loss_fn = nn.CrossEntropyLoss()
-    opt = nn.SGD(net.trainable_params(), 0.01, momentum=0.9)
+    elif model == "mainlenet":
+        net = nn.SequentialCell(
+            nn.Conv2d(1, 32, 3, pad_mode="same", has_bias=True), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, pad_mode="same", has_bias=True), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+            nn.Dense(64 * 7 * 7, 128, activation="relu"), nn.Dense(128, 10))
+    else:
+        net = nn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.1, batch_first=True)
+    loss_fn = nn.MSELoss() if model == "transformer" else nn.CrossEntropyLoss()
+    if model in ADAM:
+        opt = nn.Adam(net.trainable_params(), learning_rate=1e-3)
+    else:
+        opt = nn.SGD(net.trainable_params(), 0.01, momentum=0.9)
     grad_fn = spora.value_and_grad(lambda x, y: loss_fn(net(x), y), grad_position=None, weights=opt.parameters)
 
     def train_step(x, y):
@@ -85,7 +106,7 @@ def worker_spora(model, mode, steps):
         opt(grads)
         return loss
     step = spora.jit(train_step) if mode == "graph" else train_step
-    batches = [(spora.Tensor(x), spora.Tensor(y)) for x, y in _batches(batch, shape)]
+    batches = [(spora.Tensor(x), spora.Tensor(y)) for x, y in _batches(model)]
 
     def run(x, y):
         step(x, y).asnumpy()  # wait for the step, as a training loop reading the loss does
@@ -100,14 +121,21 @@ def worker_torch(model, mode, steps):
     batch = MODELS[model]
     if model == "mlp":
         net = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(), tnn.Linear(512, 10))
-        shape = (784,)
-    else:
+    elif model == "lenet":
         net = tnn.Sequential(tnn.Conv2d(1, 6, 5, padding=2), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Conv2d(6, 16, 5),
                              tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(), tnn.Linear(400, 120), tnn.ReLU(),
                              tnn.Linear(120, 84), tnn.ReLU(), tnn.Linear(84, 10))
-        shape = (1, 28, 28)
-    opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    loss_fn = tnn.CrossEntropyLoss()
+    elif model == "mainlenet":
+        net = tnn.Sequential(tnn.Conv2d(1, 32, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+                             tnn.Conv2d(32, 64, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2), tnn.Flatten(),
+                             tnn.Linear(64 * 7 * 7, 128), tnn.ReLU(), tnn.Linear(128, 10))
+    else:
+        net = tnn.TransformerEncoderLayer(256, 4, dim_feedforward=1024, dropout=0.1, batch_first=True)
+    if model in ADAM:
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    else:
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = tnn.MSELoss() if model == "transformer" else tnn.CrossEntropyLoss()
     fwd = torch.compile(net) if mode == "compile" else net
 
     def run(x, y):
@@ -116,7 +144,7 @@ def worker_torch(model, mode, steps):
         loss.backward()
         opt.step()
         loss.item()
-    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(batch, shape)]
+    batches = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in _batches(model)]
     return _time(run, batches, steps, batch)
 
 
@@ -177,7 +205,7 @@ def main():
     p.add_argument("--worker", nargs=3, metavar=("FRAMEWORK", "MODEL", "MODE"), help=argparse.SUPPRESS)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--torch-python", default=None)
-    p.add_argument("--models", default="mlp,lenet")
+    p.add_argument("--models", default="mlp,lenet,mainlenet,transformer")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--busy", type=int, default=0, help="spinning processes beside each run")
     args = p.parse_args()
@@ -216,7 +244,7 @@ def main():
         t_rate, t_rss, t_mode = max(torch_runs)
         print(f"{model:8s}{s_rate:14,.0f}{t_rate:14,.0f} ({t_mode:>7s}){s_rate / t_rate:12.2f}x"
               f"{s_rss / t_rss:10.2f}x")
-    print("goals: speed ratio >= 1.5x, RSS ratio <= 0.8x")
+    print("goals (issue 19): speed ratio >= 1.5x (transformer >= 1.2x), RSS ratio <= 0.8x")
     return 0
 
 
