@@ -51,13 +51,13 @@ def tensor(data, dtype=None, device=None):
 __version__ = "%d.%d.%d" % _C.version()
 
 # Checkpoints and exported models (spora.serialization); spora.nn,
-# spora.train, spora.dataset, spora.amp, spora.runtime and spora.parallel load on first use.
+# spora.train, spora.dataset, spora.amp, spora.runtime, spora.parallel and spora.common load on first use.
 from .serialization import (save_checkpoint, load_checkpoint, load_checkpoint_metadata,  # noqa: E402
                             load_param_into_net, export, load)
 
 
 def __getattr__(name):
-    if name in ("nn", "train", "dataset", "communication", "amp", "runtime", "parallel"):
+    if name in ("nn", "train", "dataset", "communication", "amp", "runtime", "parallel", "common"):
         import importlib
         return importlib.import_module("." + name, __name__)
     raise AttributeError(f"module 'spora' has no attribute {name!r}")

@@ -118,3 +118,62 @@ def test_softmax_cross_entropy_with_logits():
     np.testing.assert_allclose(summed, -(soft * _log_softmax(x.astype(np.float64))).sum(), rtol=1e-5)
     with pytest.raises(TypeError, match="sparse=True takes class indices"):
         sparse(logits, ms.Tensor(onehot))
+
+
+# -- initializers ----------------------------------------------------------------
+
+
+def test_common_initializer_paths_and_declared_tensors():
+    from spora.common.initializer import Normal, One, Zero, initializer
+    import spora.common.dtype as mstype
+    ones = ms.Tensor(shape=(2, 3), dtype=mstype.float32, init=One())
+    assert ones.has_init and ones.shape == (2, 3) and ones.nbytes == 24
+    np.testing.assert_array_equal(ones.init_data().asnumpy(), np.ones((2, 3), np.float32))
+    zeros = ms.Tensor(shape=(4,), dtype=mstype.int32, init=Zero()).init_data()
+    assert zeros.dtype == ms.int32 and not zeros.asnumpy().any()
+    ms.set_seed(5)
+    drawn = ms.Tensor(shape=(300, 200), dtype=ms.float32, init=Normal(sigma=0.5, mean=1.0)).init_data().asnumpy()
+    assert abs(drawn.mean() - 1.0) < 0.01 and abs(drawn.std() - 0.5) < 0.01
+    ms.set_seed(5)
+    again = initializer(Normal(sigma=0.5, mean=1.0), (300, 200), ms.float32).asnumpy()
+    np.testing.assert_array_equal(drawn, again)
+    w = ms.Parameter(initializer("xavier_uniform", (64, 32)), name="w")
+    bound = np.sqrt(6.0 / (64 + 32))
+    assert np.abs(w.asnumpy()).max() <= bound and np.abs(w.asnumpy()).max() > 0.9 * bound
+    assert ms.common.initializer.HeUniform is nn.init.HeUniform
+
+
+def test_mindspore_initializers_have_their_defining_property():
+    from spora.common.initializer import Dirac, Identity, Orthogonal, Sparse, VarianceScaling, initializer
+    np.testing.assert_array_equal(initializer(Identity(), (3, 4)).asnumpy(), np.eye(3, 4, dtype=np.float32))
+    q = initializer(Orthogonal(gain=2.0), (4, 3, 3), ms.float64).asnumpy().reshape(4, 9)
+    np.testing.assert_allclose(q @ q.T, 4.0 * np.eye(4), atol=1e-12)
+    v = initializer(VarianceScaling(scale=2.0, mode="fan_in", distribution="uniform"), (300, 500)).asnumpy()
+    assert abs(v.var() - 2.0 / 500) < 2e-4 and np.abs(v).max() <= np.sqrt(3 * 2.0 / 500)
+    t = initializer(VarianceScaling(scale=2.0), (300, 500)).asnumpy()  # truncated at 2 sd, variance kept
+    assert abs(t.var() - 2.0 / 500) < 2e-4
+    s = initializer(Sparse(0.25, sigma=1.0), (8, 5)).asnumpy()
+    np.testing.assert_array_equal((s == 0).sum(axis=0), [2] * 5)
+    d = initializer(Dirac(groups=2), (4, 2, 3, 3)).asnumpy()
+    np.testing.assert_array_equal(d[:, :, 1, 1], [[1, 0], [0, 1], [1, 0], [0, 1]])
+    assert d.sum() == 4
+    x = np.random.default_rng(0).standard_normal((1, 4, 5, 5)).astype(np.float32)
+    conv = nn.Conv2d(4, 4, 3, pad_mode="same", weight_init=Dirac(), has_bias=False)
+    np.testing.assert_allclose(conv(ms.Tensor(x)).asnumpy(), x, atol=1e-6)
+
+
+def test_custom_initializer_fills_its_array_in_place():
+    from spora.common.initializer import Initializer, initializer
+
+    class Ramp(Initializer):
+        def __init__(self, step):
+            super().__init__()
+            self.step = step
+
+        def _initialize(self, arr):
+            arr[...] = np.arange(arr.size).reshape(arr.shape) * self.step
+
+    got = initializer(Ramp(0.5), (2, 3), ms.float32).asnumpy()
+    np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5)
+    np.testing.assert_array_equal(ms.Tensor(shape=(3,), dtype=ms.int32, init=Ramp(2)).init_data().asnumpy(),
+                                  [0, 2, 4])

@@ -43,9 +43,21 @@ def _gain(nonlinearity, param=None):
 
 
 class Initializer:
-    """Base class: __call__(shape) -> float64 numpy array of that shape."""
+    """Base class: __call__(shape) -> float64 numpy array of that shape.
+
+    A subclass overrides __call__, or -- as MindSpore's initializers do --
+    _initialize(arr), which fills a zeroed float64 array of the shape in
+    place."""
 
     def __call__(self, shape):
+        if type(self)._initialize is Initializer._initialize:
+            raise NotImplementedError(f"[initializer] {type(self).__name__} defines neither __call__(shape) nor "
+                                      f"_initialize(arr)")
+        arr = np.zeros(shape)
+        self._initialize(arr)
+        return arr
+
+    def _initialize(self, arr):
         raise NotImplementedError
 
     def __repr__(self):
@@ -160,6 +172,109 @@ class HeNormal(_He):
         return _util.rng().normal(0.0, self._std(shape), size=shape)
 
 
+class Identity(Initializer):
+    """The identity matrix (2-d shapes only; a non-square shape gets ones on
+    its main diagonal)."""
+
+    def __call__(self, shape):
+        if len(shape) != 2:
+            raise ValueError(f"[initializer] Identity needs a 2-d shape, got {tuple(shape)}")
+        return np.eye(shape[0], shape[1])
+
+
+class Orthogonal(Initializer):
+    """A (semi-)orthogonal matrix times gain: the shape seen as (shape[0],
+    product of the rest), from the QR decomposition of a standard normal
+    matrix (signs fixed by R's diagonal, so the draw is uniform)."""
+
+    def __init__(self, gain=1.0):
+        self.gain = float(gain)
+
+    def __call__(self, shape):
+        if len(shape) < 2:
+            raise ValueError(f"[initializer] Orthogonal needs a shape of rank >= 2, got {tuple(shape)}")
+        rows, cols = shape[0], int(np.prod(shape[1:]))
+        a = _util.rng().standard_normal((max(rows, cols), min(rows, cols)))
+        q, r = np.linalg.qr(a)
+        q = q * np.sign(np.diag(r))
+        if rows < cols:
+            q = q.T
+        return (self.gain * q).reshape(shape)
+
+
+class VarianceScaling(Initializer):
+    """Scale-aware draws: variance scale / n, n the fan_in, fan_out or their
+    mean (mode 'fan_avg'); distribution 'truncated_normal' (cut at two
+    standard deviations, widened so the variance is still scale / n),
+    'untruncated_normal' or 'uniform'."""
+
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal"):
+        if scale <= 0:
+            raise ValueError(f"[initializer] VarianceScaling needs scale > 0, got {scale}")
+        if mode not in ("fan_in", "fan_out", "fan_avg"):
+            raise ValueError(f"[initializer] mode must be 'fan_in', 'fan_out' or 'fan_avg', got {mode!r}")
+        if distribution not in ("truncated_normal", "untruncated_normal", "uniform"):
+            raise ValueError(f"[initializer] distribution must be 'truncated_normal', 'untruncated_normal' or "
+                             f"'uniform', got {distribution!r}")
+        self.scale, self.mode, self.distribution = float(scale), mode, distribution
+
+    def __call__(self, shape):
+        fan_in, fan_out = _fans(shape)
+        n = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
+        var = self.scale / max(1.0, n)
+        if self.distribution == "uniform":
+            bound = math.sqrt(3.0 * var)
+            return _util.rng().uniform(-bound, bound, size=shape)
+        if self.distribution == "untruncated_normal":
+            return _util.rng().normal(0.0, math.sqrt(var), size=shape)
+        # The standard deviation of N(0, 1) cut to [-2, 2] is 0.8796...
+        return TruncatedNormal(sigma=math.sqrt(var) / 0.87962566103423978)(shape)
+
+
+class Sparse(Initializer):
+    """A 2-d matrix whose columns each have ceil(sparsity * rows) zeros (at
+    random rows), the other entries N(0, sigma^2)."""
+
+    def __init__(self, sparsity, sigma=0.01):
+        if not 0.0 <= sparsity <= 1.0:
+            raise ValueError(f"[initializer] Sparse needs sparsity in [0, 1], got {sparsity}")
+        self.sparsity, self.sigma = float(sparsity), float(sigma)
+
+    def __call__(self, shape):
+        if len(shape) != 2:
+            raise ValueError(f"[initializer] Sparse needs a 2-d shape, got {tuple(shape)}")
+        rows, cols = shape
+        g = _util.rng()
+        out = g.normal(0.0, self.sigma, size=shape)
+        zeros = int(math.ceil(self.sparsity * rows))
+        for c in range(cols):
+            out[g.permutation(rows)[:zeros], c] = 0.0
+        return out
+
+
+class Dirac(Initializer):
+    """Convolution weights (out, in, k...) that pass channels through: in
+    each of `groups` groups, output channel d of the group takes input
+    channel d at the kernel's centre (as many as both counts allow)."""
+
+    def __init__(self, groups=1):
+        self.groups = int(groups)
+
+    def __call__(self, shape):
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(f"[initializer] Dirac needs a 3-, 4- or 5-d shape, got {tuple(shape)}")
+        if self.groups < 1 or shape[0] % self.groups:
+            raise ValueError(f"[initializer] Dirac: output channels {shape[0]} must be divisible by groups "
+                             f"{self.groups}")
+        out = np.zeros(shape)
+        per_group = shape[0] // self.groups
+        centre = tuple(k // 2 for k in shape[2:])
+        for g in range(self.groups):
+            for d in range(min(per_group, shape[1])):
+                out[(g * per_group + d, d) + centre] = 1.0
+        return out
+
+
 _BY_NAME = {
     "zeros": Zero, "zero": Zero, "ones": One, "one": One,
     "normal": Normal, "uniform": Uniform,
@@ -168,6 +283,8 @@ _BY_NAME = {
     "xavier_normal": XavierNormal, "xaviernormal": XavierNormal,
     "he_uniform": HeUniform, "heuniform": HeUniform,
     "he_normal": HeNormal, "henormal": HeNormal,
+    "identity": Identity, "eye": Identity, "orthogonal": Orthogonal,
+    "variance_scaling": VarianceScaling, "variancescaling": VarianceScaling,
 }
 
 
