@@ -196,22 +196,36 @@ def load_param_into_net(net, parameter_dict, strict_load=True):
 # -- export / load --------------------------------------------------------------
 
 
+# file_format -> the extension added to a file_name that has none. Both
+# write Spora's model file: "MINDIR" keeps MindSpore's file name, so that
+# export(..., file_name="model", file_format="MINDIR") and then
+# load("model.mindir") work as in MindSpore; the file is not MindSpore's
+# protobuf MindIR, and MindSpore cannot read it.
+_EXPORT_EXTENSIONS = {"SPORA": ".spora", "MINDIR": ".mindir"}
+
+
 def export(net, *inputs, file_name, file_format="SPORA"):
     """Traces net.construct on example `inputs` (in eval mode) into a graph
     whose weights are the net's Parameters, and saves graph and weights to
-    file_name (".spora" is added when there is no extension). The file runs
-    with spora.load, or from C with spora_model_load / spora_model_run."""
+    file_name in Spora's model format. file_format "SPORA" (the default)
+    adds ".spora" to a file_name without an extension, "MINDIR" adds
+    ".mindir" (MindSpore's name; the contents are Spora's format, which
+    MindSpore cannot read). The file runs with spora.load, or from C with
+    spora_model_load / spora_model_run. Returns the path written."""
     from ._jit import JitFunction
     from .nn.cell import Cell
-    if file_format.upper() not in ("SPORA", "MINDIR"):
-        raise ValueError(f"[export] file_format {file_format!r} is not supported (use 'SPORA')")
+    fmt = str(file_format).upper()
+    if fmt not in _EXPORT_EXTENSIONS:
+        raise ValueError(f"[export] file_format {file_format!r} is not supported: Spora writes its own model "
+                         f"format, as file_format='SPORA' (model.spora) or 'MINDIR' (the same format named "
+                         f"model.mindir, which spora.load reads)")
     if not isinstance(net, Cell):
         raise TypeError(f"[export] net must be an nn.Cell, got {type(net).__name__}")
     if not inputs:
         raise ValueError("[export] give example inputs: spora.export(net, x, file_name=...)")
     path = _path(file_name, "export")
     if not os.path.splitext(path)[1]:
-        path += ".spora"
+        path += _EXPORT_EXTENSIONS[fmt]
     inputs = tuple(x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in inputs)
     was_training = net.training
     net.set_train(False)
@@ -233,7 +247,10 @@ def export(net, *inputs, file_name, file_format="SPORA"):
 
 
 def load(file_name, device=None):
-    """Loads an exported model (.spora) or an ONNX file (.onnx, imported by
-    the C API) as a callable nn.GraphCell."""
+    """Loads a model written by spora.export (.spora, or .mindir under
+    file_format="MINDIR") or an ONNX file (.onnx, imported by the C API) as
+    a callable nn.GraphCell; nn.GraphCell(spora.load(...)) is the same cell,
+    as in MindSpore. A MindIR file written by MindSpore is refused with what
+    to do instead."""
     from .nn.graph_cell import GraphCell
     return GraphCell(file_name, device=device)

@@ -177,3 +177,43 @@ def test_custom_initializer_fills_its_array_in_place():
     np.testing.assert_array_equal(got, np.arange(6, dtype=np.float32).reshape(2, 3) * 0.5)
     np.testing.assert_array_equal(ms.Tensor(shape=(3,), dtype=ms.int32, init=Ramp(2)).init_data().asnumpy(),
                                   [0, 2, 4])
+
+
+# -- save and load ---------------------------------------------------------------
+
+
+def _mlp():
+    return nn.SequentialCell(nn.Flatten(), nn.Dense(12, 16), nn.ReLU(), nn.Dense(16, 3))
+
+
+def test_checkpoint_round_trip_into_a_fresh_network(tmp_path):
+    trained = _mlp()
+    ckpt = str(tmp_path / "mlp.ckpt")
+    ms.save_checkpoint(trained, ckpt)
+    fresh = _mlp()
+    params = ms.load_checkpoint(ckpt)
+    assert sorted(params) == sorted(name for name, _ in trained.parameters_and_names())
+    not_loaded, unused = ms.load_param_into_net(fresh, params)
+    assert not_loaded == [] and unused == []
+    x = ms.Tensor(np.random.default_rng(1).standard_normal((4, 3, 4)).astype(np.float32))
+    np.testing.assert_array_equal(fresh(x).asnumpy(), trained(x).asnumpy())
+
+
+def test_export_mindir_then_load_into_graph_cell(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    ms.set_context(mode=ms.GRAPH_MODE, jit_syntax_level=ms.STRICT)
+    net = _mlp()
+    x = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
+    ms.export(net, ms.Tensor(x), file_name="mlp", file_format="MINDIR")
+    assert (tmp_path / "mlp.mindir").exists()
+    graph = ms.load("mlp.mindir")
+    cell = nn.GraphCell(graph)
+    h = np.maximum(x.reshape(2, 12) @ net[1].weight.asnumpy().T + net[1].bias.asnumpy(), 0)
+    want = h @ net[3].weight.asnumpy().T + net[3].bias.asnumpy()
+    np.testing.assert_allclose(cell(ms.Tensor(x)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nn.GraphCell("mlp.mindir")(ms.Tensor(x)).asnumpy(), want, rtol=1e-5, atol=1e-6)
+    (tmp_path / "from_mindspore.mindir").write_bytes(b"\x0a\x0bmindspore" + bytes(64))  # protobuf, not Spora's
+    with pytest.raises(ValueError, match="a MindIR file written by MindSpore cannot be read by Spora"):
+        ms.load("from_mindspore.mindir")
+    with pytest.raises(ValueError, match="file_format 'AIR' is not supported"):
+        ms.export(net, ms.Tensor(x), file_name="mlp", file_format="AIR")

@@ -7,6 +7,27 @@ from .. import _C, Tensor
 from .cell import Cell
 
 
+def _looks_like_spora_model(path):
+    """A Spora model file starts with the 8-byte length of a JSON header
+    (the safetensors layout), so its ninth byte is '{'."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    return len(head) == 9 and head[8:9] == b"{"
+
+
+def _open(path, device):
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"[load] {path}: no such file")
+    try:
+        return _C.Model(path, device)
+    except _C.SporaError:
+        if path.lower().endswith(".mindir") and not _looks_like_spora_model(path):
+            raise ValueError(f"[load] {path} is not a Spora model: a MindIR file written by MindSpore cannot be "
+                             f"read by Spora. Export the network with spora.export(net, x, file_name=..., "
+                             f"file_format='MINDIR'), or from MindSpore to ONNX and load the .onnx file") from None
+        raise
+
+
 class GraphCell(Cell):
     """Runs a model file written by spora.export (or an ONNX file, imported
     on load) through the C API (spora_model_load / spora_model_run): the
@@ -15,15 +36,26 @@ class GraphCell(Cell):
     there are several). Inputs must have the dtypes and ranks of
     input_types; other sizes (another batch) are planned once per shape.
 
+    graph: a model file's path, or a GraphCell (what spora.load returns:
+    MindSpore's nn.GraphCell(mindspore.load(path))), whose compiled model is
+    shared (or loaded again from its file when another device is asked for).
+
     input_types: [(name, dtype, shape)] of the graph's inputs.
     """
 
-    def __init__(self, file_name, device=None):
+    def __init__(self, graph, device=None):
         super().__init__()
-        path = os.fspath(file_name)
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"[load] {path}: no such file")
-        object.__setattr__(self, "_model", _C.Model(path, device))
+        if isinstance(graph, GraphCell):
+            path = graph.file_name
+            model = graph._model if device is None or device == graph._device else _open(path, device)
+        elif isinstance(graph, (str, os.PathLike)):
+            path = os.fspath(graph)
+            model = _open(path, device)
+        else:
+            raise TypeError(f"[GraphCell] takes a model file's path or the graph spora.load returned, got "
+                            f"{type(graph).__name__}")
+        object.__setattr__(self, "_model", model)
+        object.__setattr__(self, "_device", device)
         self.file_name = path
         self.input_types = self._model.inputs()
         self.num_outputs = self._model.num_outputs()
