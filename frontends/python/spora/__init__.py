@@ -26,6 +26,7 @@ from . import _jit  # noqa: E402
 from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  # noqa: E402
                         reset_auto_parallel_context)
 from ._seed import set_seed, get_seed  # noqa: E402
+from ._sparse import CSRTensor, COOTensor  # noqa: E402
 
 for _e in (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError, UntraceableError):
     _e.__module__ = "spora"

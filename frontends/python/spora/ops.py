@@ -398,3 +398,8 @@ __all__ = sorted(set(__all__) | {
     "cast", "zeros", "ones", "full", "zeros_like", "ones_like", "arange", "eye", "uniform", "normal", "randn",
     "linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "cross_entropy", "nll_loss",
     "mse_loss", "dropout", "layer_norm", "gelu", "leaky_relu", "topk", "cumsum", "stop_gradient", "raw"})
+
+# Sparse tensors (spora.CSRTensor / COOTensor): MindSpore's functional names.
+from ._sparse import csr_mm, csr_to_coo, dense_to_sparse_coo, dense_to_sparse_csr  # noqa: E402,F401
+
+__all__ = sorted(set(__all__) | {"csr_mm", "csr_to_coo", "dense_to_sparse_coo", "dense_to_sparse_csr"})

@@ -217,3 +217,126 @@ def test_export_mindir_then_load_into_graph_cell(tmp_path, monkeypatch):
         ms.load("from_mindspore.mindir")
     with pytest.raises(ValueError, match="file_format 'AIR' is not supported"):
         ms.export(net, ms.Tensor(x), file_name="mlp", file_format="AIR")
+
+
+# -- sparse tensors --------------------------------------------------------------
+
+
+def _random_sparse(rng, m, n, density):
+    dense = rng.standard_normal((m, n)).astype(np.float32)
+    dense[rng.random((m, n)) >= density] = 0
+    rows, cols = np.nonzero(dense)
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=m))]).astype(np.int32)
+    return dense, indptr, cols.astype(np.int32), dense[rows, cols]
+
+
+def test_csr_tensor_parts_conversions_and_elementwise_ops():
+    rng = np.random.default_rng(7)
+    dense, indptr, cols, vals = _random_sparse(rng, 6, 9, 0.3)
+    csr = ms.CSRTensor(ms.Tensor(indptr), ms.Tensor(cols), ms.Tensor(vals), (6, 9))
+    assert csr.shape == (6, 9) and csr.dtype == ms.float32 and csr.size == vals.size and csr.ndim == 2
+    np.testing.assert_array_equal(csr.indptr.asnumpy(), indptr)
+    np.testing.assert_array_equal(csr.indices.asnumpy(), cols)
+    np.testing.assert_array_equal(csr.values.asnumpy(), vals)
+    np.testing.assert_array_equal(csr.to_dense().asnumpy(), dense)
+    assert csr.astype(ms.float64).dtype == ms.float64
+    np.testing.assert_array_equal(csr.astype(ms.float64).to_dense().asnumpy(), dense.astype(np.float64))
+    coo = csr.to_coo()
+    np.testing.assert_array_equal(coo.indices.asnumpy(), np.argwhere(dense != 0))
+    np.testing.assert_array_equal(coo.to_dense().asnumpy(), dense)
+    back = coo.to_csr()
+    np.testing.assert_array_equal(back.indptr.asnumpy(), indptr)
+    np.testing.assert_array_equal(back.indices.asnumpy(), cols)
+    scale = rng.standard_normal((6, 9)).astype(np.float32)
+    np.testing.assert_allclose((csr * ms.Tensor(scale)).to_dense().asnumpy(), dense * scale, rtol=1e-6)
+    np.testing.assert_allclose((ms.Tensor(scale) * csr).to_dense().asnumpy(), dense * scale, rtol=1e-6)
+    row = rng.uniform(1, 2, (1, 9)).astype(np.float32)  # broadcast like the dense op
+    np.testing.assert_allclose((csr / ms.Tensor(row)).to_dense().asnumpy(), dense / row, rtol=1e-6)
+    np.testing.assert_array_equal((-csr).abs().to_dense().asnumpy(), np.abs(dense))
+    np.testing.assert_array_equal((csr * 3).to_dense().asnumpy(), dense * 3)
+    np.testing.assert_allclose(csr.sum(1).asnumpy(), dense.sum(1, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(csr.sum(0).asnumpy(), dense.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)
+    other_dense, p2, c2, v2 = _random_sparse(rng, 6, 9, 0.3)
+    other = ms.CSRTensor(ms.Tensor(p2), ms.Tensor(c2), ms.Tensor(v2), (6, 9))
+    total = csr + other
+    np.testing.assert_allclose(total.to_dense().asnumpy(), dense + other_dense, rtol=1e-6)
+    assert total.size == np.count_nonzero((dense != 0) | (other_dense != 0))
+    np.testing.assert_allclose((csr - other).to_dense().asnumpy(), dense - other_dense, rtol=1e-6)
+    np.testing.assert_allclose(csr.add(other, 2.0, -0.5).to_dense().asnumpy(), 2 * dense - 0.5 * other_dense,
+                               rtol=1e-6)
+
+
+def test_csr_matrix_products_and_their_gradients():
+    rng = np.random.default_rng(8)
+    dense, indptr, cols, vals = _random_sparse(rng, 7, 5, 0.4)
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    csr = ms.CSRTensor(ms.Tensor(indptr), ms.Tensor(cols), ms.Tensor(vals), (7, 5))
+    np.testing.assert_allclose(ops.csr_mm(csr, ms.Tensor(b)).asnumpy(), dense @ b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(csr.mm(ms.Tensor(b)).asnumpy(), dense @ b, rtol=1e-5, atol=1e-6)
+    v = rng.standard_normal(5).astype(np.float32)
+    np.testing.assert_allclose(csr.mv(ms.Tensor(v.reshape(5, 1))).asnumpy(), (dense @ v).reshape(7, 1), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_allclose(csr.mv(ms.Tensor(v)).asnumpy(), dense @ v, rtol=1e-5, atol=1e-6)
+    # sparse x sparse keeps the structural product's positions
+    bd, bp, bc, bv = _random_sparse(rng, 5, 4, 0.4)
+    prod = ops.csr_mm(csr, ms.CSRTensor(ms.Tensor(bp), ms.Tensor(bc), ms.Tensor(bv), (5, 4)))
+    assert isinstance(prod, ms.CSRTensor) and prod.shape == (7, 4)
+    np.testing.assert_allclose(prod.to_dense().asnumpy(), dense @ bd, rtol=1e-5, atol=1e-6)
+    assert prod.size == np.count_nonzero((dense != 0).astype(int) @ (bd != 0).astype(int))
+
+    # d/dvalues and d/db of sum(csr @ b * w)
+    w = rng.standard_normal((7, 3)).astype(np.float32)
+
+    def loss(values, rhs):
+        a = ms.CSRTensor(csr.indptr, csr.indices, values, (7, 5))
+        return (a.mm(rhs) * ms.Tensor(w)).sum()
+
+    g_values, g_b = ms.grad(loss, grad_position=(0, 1))(ms.Tensor(vals), ms.Tensor(b))
+    rows = np.repeat(np.arange(7), np.diff(indptr))
+    np.testing.assert_allclose(g_values.asnumpy(), (w @ b.T)[rows, cols], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g_b.asnumpy(), dense.T @ w, rtol=1e-5, atol=1e-6)
+
+
+def test_coo_tensor_duplicates_add_up_and_mixed_sums():
+    idx = np.array([[0, 1], [2, 3], [0, 1], [1, 0]], np.int64)
+    vals = np.array([1.5, -2.0, 0.5, 4.0], np.float32)
+    coo = ms.COOTensor(ms.Tensor(idx), ms.Tensor(vals), (3, 4))
+    want = np.zeros((3, 4), np.float32)
+    np.add.at(want, (idx[:, 0], idx[:, 1]), vals)
+    np.testing.assert_array_equal(coo.to_dense().asnumpy(), want)
+    merged = coo.coalesce()
+    np.testing.assert_array_equal(merged.indices.asnumpy(), [[0, 1], [1, 0], [2, 3]])
+    np.testing.assert_array_equal(merged.values.asnumpy(), [2.0, 4.0, -2.0])
+    csr = coo.to_csr()
+    np.testing.assert_array_equal(csr.indptr.asnumpy(), [0, 1, 2, 3])
+    np.testing.assert_array_equal(csr.to_dense().asnumpy(), want)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal((coo + ms.Tensor(x)).asnumpy(), want + x)
+    np.testing.assert_array_equal((coo * ms.Tensor(x)).to_dense().asnumpy(), want * x)
+    np.testing.assert_array_equal((coo + coo).to_dense().asnumpy(), 2 * want)
+    np.testing.assert_array_equal((coo - coo).to_dense().asnumpy(), np.zeros((3, 4)))
+    thin = coo.add(ms.COOTensor(ms.Tensor(np.array([[2, 3]])), ms.Tensor(np.array([1.9], np.float32)), (3, 4)), 0.2)
+    np.testing.assert_array_equal(thin.indices.asnumpy(), [[0, 1], [1, 0]])  # -2.0 + 1.9 is below 0.2
+    cube = ms.COOTensor(ms.Tensor(np.array([[1, 0, 2], [0, 2, 1]])), ms.Tensor(np.array([3, 5], np.int32)), (2, 3, 4))
+    d3 = np.zeros((2, 3, 4), np.int32)
+    d3[1, 0, 2], d3[0, 2, 1] = 3, 5
+    np.testing.assert_array_equal(cube.to_dense().asnumpy(), d3)
+    np.testing.assert_array_equal(ops.dense_to_sparse_coo(ms.Tensor(d3)).to_dense().asnumpy(), d3)
+    np.testing.assert_array_equal(ms.Tensor(want).to_csr().to_dense().asnumpy(), want)
+
+
+def test_sparse_constructors_refuse_inconsistent_parts():
+    t = ms.Tensor
+    with pytest.raises(ValueError, match="indptr has 2 entries; a matrix of 2 rows needs 3"):
+        ms.CSRTensor(t([0, 1]), t([0]), t([1.0]), (2, 3))
+    with pytest.raises(ValueError, match="never decrease"):
+        ms.CSRTensor(t([0, 2, 1]), t([0]), t([1.0]), (2, 3))
+    with pytest.raises(ValueError, match=r"column indices must be in \[0, 3\)"):
+        ms.CSRTensor(t([0, 1, 1]), t([3]), t([1.0]), (2, 3))
+    with pytest.raises(TypeError, match="indices must be int32 or int64"):
+        ms.CSRTensor(t([0, 1, 1]), t([1.0]), t([1.0]), (2, 3))
+    with pytest.raises(ValueError, match=r"index row 1 \[2, 0\] is outside shape \(2, 3\)"):
+        ms.COOTensor(t([[0, 0], [2, 0]]), t([1.0, 2.0]), (2, 3))
+    with pytest.raises(ValueError, match="trans_a, trans_b"):
+        ops.csr_mm(ms.CSRTensor(t([0, 1, 1]), t([0]), t([1.0]), (2, 3)), t(np.ones((3, 1), np.float32)),
+                   trans_a=True)
