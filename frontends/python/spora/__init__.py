@@ -24,7 +24,7 @@ from ._autograd import grad, value_and_grad  # noqa: E402
 from ._jit import jit, JitFunction, JitFallbackWarning  # noqa: E402
 from . import _jit  # noqa: E402
 from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  # noqa: E402
-                        reset_auto_parallel_context)
+                        reset_auto_parallel_context, ParallelMode)
 from ._seed import set_seed, get_seed  # noqa: E402
 from ._sparse import CSRTensor, COOTensor  # noqa: E402
 

@@ -35,6 +35,19 @@ DATA_PARALLEL = "data_parallel"
 SEMI_AUTO_PARALLEL = "semi_auto_parallel"
 AUTO_PARALLEL = "auto_parallel"
 _MODES = (STAND_ALONE, DATA_PARALLEL, SEMI_AUTO_PARALLEL, AUTO_PARALLEL)
+
+
+class ParallelMode:
+    """The parallel_mode values by MindSpore's names (spora.ParallelMode,
+    mindspore.ParallelMode): set_auto_parallel_context(parallel_mode=
+    ParallelMode.DATA_PARALLEL) is parallel_mode="data_parallel". MindSpore's
+    HYBRID_PARALLEL is not supported."""
+    STAND_ALONE = STAND_ALONE
+    DATA_PARALLEL = DATA_PARALLEL
+    SEMI_AUTO_PARALLEL = SEMI_AUTO_PARALLEL
+    AUTO_PARALLEL = AUTO_PARALLEL
+
+
 DYNAMIC_PROGRAMMING = "dynamic_programming"
 SHARDING_PROPAGATION = "sharding_propagation"
 _SEARCH_MODES = (DYNAMIC_PROGRAMMING, SHARDING_PROPAGATION)

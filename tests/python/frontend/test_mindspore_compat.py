@@ -340,3 +340,38 @@ def test_sparse_constructors_refuse_inconsistent_parts():
     with pytest.raises(ValueError, match="trans_a, trans_b"):
         ops.csr_mm(ms.CSRTensor(t([0, 1, 1]), t([0]), t([1.0]), (2, 3)), t(np.ones((3, 1), np.float32)),
                    trans_a=True)
+
+
+# -- training wrappers and parallel settings ---------------------------------------
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+@pytest.mark.parametrize("sens", [None, 4.0])
+def test_train_one_step_cell_is_sgd_on_the_loss(mode, sens):
+    ms.set_context(mode=mode)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((16, 3)).astype(np.float32)
+    y = rng.standard_normal((16, 2)).astype(np.float32)
+    net = nn.Dense(3, 2)
+    w, b = net.weight.asnumpy().astype(np.float64), net.bias.asnumpy().astype(np.float64)
+    train = nn.TrainOneStepCell(nn.WithLossCell(net, nn.MSELoss()), nn.SGD(net.trainable_params(), 0.1), sens=sens)
+    for _ in range(3):
+        loss = train(ms.Tensor(x), ms.Tensor(y)).asnumpy()
+        pred = x @ w.T + b
+        np.testing.assert_allclose(loss, ((pred - y) ** 2).mean(), rtol=1e-5)
+        g = 2 * (pred - y) / pred.size * (1.0 if sens is None else sens)
+        w, b = w - 0.1 * g.T @ x, b - 0.1 * g.sum(0)
+    np.testing.assert_allclose(net.weight.asnumpy(), w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(net.bias.asnumpy(), b, rtol=1e-5, atol=1e-6)
+
+
+def test_parallel_mode_names_and_communication_management_path():
+    ms.set_auto_parallel_context(parallel_mode=ms.ParallelMode.SEMI_AUTO_PARALLEL)
+    try:
+        assert ms.get_auto_parallel_context("parallel_mode") == "semi_auto_parallel"
+    finally:
+        ms.reset_auto_parallel_context()
+    assert ms.get_auto_parallel_context("parallel_mode") == ms.ParallelMode.STAND_ALONE
+    from spora.communication.management import get_group_size, init
+    import spora.communication as comm
+    assert init is comm.init and get_group_size is comm.get_group_size

@@ -30,6 +30,7 @@ from .layer.pooling import AvgPool2d, MaxPool2d
 from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
 from .loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, WithLossCell)
 from .loss import SoftmaxCrossEntropyWithLogits
+from .wrap import TrainOneStepCell
 from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSchedule, Momentum, Optimizer, StepLR,
                     WarmupLR)
 
@@ -40,7 +41,7 @@ __all__ = [
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",
     "get_activation",
     "LossBase", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "WithLossCell",
-    "SoftmaxCrossEntropyWithLogits",
+    "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell",
     "Optimizer", "SGD", "Momentum", "Adam", "AdamW", "ClipByGlobalNorm", "global_norm",
     "LearningRateSchedule", "ConstantLR", "StepLR", "CosineDecayLR", "WarmupLR",
 ]
