@@ -61,4 +61,10 @@ def __getattr__(name):
     if name in ("nn", "train", "dataset", "communication", "amp", "runtime", "parallel", "common"):
         import importlib
         return importlib.import_module("." + name, __name__)
+    # MindSpore exports spora.train's names at the top too (mindspore.Model,
+    # mindspore.LossMonitor, ...).
+    import importlib
+    train = importlib.import_module(".train", __name__)
+    if name in train.__all__:
+        return getattr(train, name)
     raise AttributeError(f"module 'spora' has no attribute {name!r}")

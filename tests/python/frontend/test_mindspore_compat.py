@@ -375,3 +375,16 @@ def test_parallel_mode_names_and_communication_management_path():
     from spora.communication.management import get_group_size, init
     import spora.communication as comm
     assert init is comm.init and get_group_size is comm.get_group_size
+
+
+def test_model_and_callbacks_at_the_top_and_set_grad():
+    assert ms.Model is ms.train.Model and ms.LossMonitor is ms.train.LossMonitor
+    assert ms.CheckpointConfig is ms.train.CheckpointConfig
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchName'"):
+        ms.NoSuchName
+    net = nn.Dense(3, 1)
+    assert net.set_grad() is net
+    x = ms.Tensor(np.ones((2, 3), np.float32))
+    _, (gw, gb) = ms.value_and_grad(lambda v: net(v).sum(), None, net.trainable_params())(x)
+    np.testing.assert_array_equal(gw.asnumpy(), np.full((1, 3), 2.0, np.float32))
+    np.testing.assert_array_equal(gb.asnumpy(), [2.0])

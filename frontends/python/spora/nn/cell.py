@@ -188,6 +188,13 @@ class Cell:
             object.__setattr__(c, "training", bool(mode))
         return self
 
+    def set_grad(self, requires_grad=True):
+        """Accepted for MindSpore programs; returns self. MindSpore's
+        PyNative mode must be told which cells to record for backward;
+        Spora's spora.grad / value_and_grad record what they differentiate
+        on their own, so there is nothing to mark."""
+        return self
+
     def train(self, mode=True):
         return self.set_train(mode)
 
