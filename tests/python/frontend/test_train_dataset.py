@@ -82,7 +82,7 @@ def test_batching_covers_every_row_once_per_epoch():
         np.testing.assert_array_equal(np.concatenate([b[1] for b in batches]), xs * 10)
     assert not np.array_equal(np.concatenate([b[0] for b in epochs[0]]), np.concatenate([b[0] for b in epochs[1]]))
     dropped = NumpySlicesDataset((x, y)).batch(4, drop_remainder=True)
-    assert len(dropped) == 2 and [b[0].tolist() for b in dropped] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert len(dropped) == 2 and [b[0].asnumpy().tolist() for b in dropped] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     with pytest.raises(ValueError, match="differ in length"):
         NumpySlicesDataset((x, y[:3]))
     with pytest.raises(ValueError, match="batch_size"):

@@ -5,7 +5,7 @@ shuffling, shuffle(), random transforms); with the same seed, an epoch's
 output is the same whatever num_parallel_workers is.
 """
 
-_config = {"seed": 0, "prefetch_size": 4, "num_parallel_workers": 1}
+_config = {"seed": 0, "prefetch_size": 4, "num_parallel_workers": 1, "python_op_timeout": 300.0}
 
 
 def set_seed(seed):
@@ -42,3 +42,19 @@ def set_num_parallel_workers(n):
 
 def get_num_parallel_workers():
     return _config["num_parallel_workers"]
+
+
+def set_python_op_timeout(seconds):
+    """How long (seconds, default 300) a Python function of the pipeline (a
+    map operation, a GeneratorDataset source's __getitem__ or next()) may
+    take for one row before iteration raises TimeoutError naming it. 0
+    waits forever. Spora's own setting: MindSpore only logs a warning
+    (set_multiprocessing_timeout_interval)."""
+    seconds = float(seconds)
+    if not seconds >= 0:
+        raise ValueError(f"[dataset] python_op_timeout must be >= 0 seconds, got {seconds}")
+    _config["python_op_timeout"] = seconds
+
+
+def get_python_op_timeout():
+    return _config["python_op_timeout"]

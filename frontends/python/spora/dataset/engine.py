@@ -1,75 +1,142 @@
 """Dataset: the MindSpore-style pipeline over the C++ data engine.
 
-Every step (map, shuffle, batch, repeat) returns a new Dataset wrapping an
-immutable C++ description (spora._C.Dataset); iterating starts a C++
-iterator whose producer thread and map() workers run outside the GIL, with
-a bounded prefetch queue.
+Every step (map, shuffle, batch, repeat) returns a new Dataset. A pipeline
+of built-in sources and transforms wraps an immutable C++ description
+(spora._C.Dataset); iterating starts a C++ iterator whose producer thread
+and map() workers run outside the GIL, with a bounded prefetch queue. A
+step that runs Python code (GeneratorDataset, a Python function in map) and
+every step after it run in Python (pipeline.py), with the C++ part before
+it still in C++.
 
 Epochs. Each pass over a Dataset (each `for` loop, each epoch of a
 create_*_iterator) is the next epoch number of that Dataset object, and
 every random choice is keyed by (seed, epoch, sample): two runs with the
 same seed and the same calls see the same data, for any worker count.
 
-Iterating a Dataset directly (`for x, y in ds`, what spora.train.Model
-does) yields tuples of NumPy arrays (one bare array when there is one
-column). create_tuple_iterator() / create_dict_iterator() yield spora
-Tensors unless output_numpy=True, as in MindSpore.
+Iterating a Dataset (`for row in ds`, create_tuple_iterator(),
+create_dict_iterator()) yields spora Tensors (lists of them; dicts), NumPy
+arrays with output_numpy=True, as in MindSpore.
 """
 import numpy as np
 
 from .. import _C
 from . import config
+from . import pipeline as P
 from .transforms import Transform
+
+_TENSOR_NP = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_)}
+
+
+def _names_arg(cols):
+    if cols is None:
+        return None
+    return [cols] if isinstance(cols, str) else list(cols)
 
 
 def _check_columns(names, cols, where):
+    cols = _names_arg(cols)
     if cols is None:
         return []
-    if isinstance(cols, str):
-        cols = [cols]
-    cols = list(cols)
     for c in cols:
         if c not in names:
             raise ValueError(f"[dataset {where}] no column {c!r} (columns: {', '.join(names)})")
     return cols
 
 
-class Dataset:
-    """Base of every dataset; wraps a spora._C.Dataset description."""
+def _tensor_of(name, a):
+    """A NumPy column value as a spora Tensor, or an error saying what to do."""
+    from .._tensor import Tensor
+    if a.dtype.kind in "USO":
+        raise TypeError(f"[dataset] column {name!r} holds {'strings' if a.dtype.kind in 'US' else 'Python objects'} "
+                        f"({a.dtype}); spora Tensors have no string type: iterate with output_numpy=True "
+                        "(create_tuple_iterator(output_numpy=True)), or map text.Lookup to ids first")
+    if a.dtype not in _TENSOR_NP:
+        raise TypeError(f"[dataset] column {name!r} is {a.dtype}, which spora Tensors do not hold (float32, "
+                        "float64, float16, int32, int64, uint8, bool): map transforms.TypeCast(np.int32) (or "
+                        "another) onto it, or iterate with output_numpy=True")
+    return Tensor(a if a.flags.c_contiguous else a.copy())
 
-    def __init__(self, handle, parent=None):
+
+class Dataset:
+    """Base of every dataset: a C++ description (`_h`) or, once Python code
+    is involved, a Python node (`_node`, see pipeline.py)."""
+
+    def __init__(self, handle, parent=None, node=None):
         self._h = handle
+        self._node = node
         self._parent = parent
         self._epoch = 0
 
+    def _as_node(self):
+        return self._node if self._node is not None else P.CxxNode(self._h)
+
+    @staticmethod
+    def _python(node, parent):
+        return Dataset(None, parent, node)
+
     # -- pipeline steps --------------------------------------------------------------------
 
-    def map(self, operations, input_columns=None, num_parallel_workers=None, **unsupported):
-        """Applies `operations` (a transform or a list, run in order) to each
-        of `input_columns` (default: the first column) on
-        num_parallel_workers C++ threads. Python callables are not supported
-        (the built-ins in spora.dataset.vision / .transforms run in C++)."""
+    def map(self, operations, input_columns=None, output_columns=None, num_parallel_workers=None,
+            python_multiprocessing=False, **unsupported):
+        """Applies `operations` (a transform, a Python callable, a Compose or a
+        list, run in order) to `input_columns` (default: the first column).
+
+        Built-in transforms only (and no renaming): the C++ workers run them,
+        each listed column separately. Python callables run on
+        num_parallel_workers threads, or worker processes with
+        python_multiprocessing=True; the first gets the input columns as
+        arguments and its outputs (a value or a tuple) feed the next; the
+        last outputs become output_columns (default: input_columns)."""
+        for k in ("column_order", "max_rowsize", "callbacks", "offload", "cache"):
+            if unsupported.get(k) is None:
+                unsupported.pop(k, None)
         if unsupported:
-            raise TypeError(f"[dataset map] unsupported arguments: {', '.join(sorted(unsupported))}")
-        ops = operations if isinstance(operations, (list, tuple)) else [operations]
-        handles = []
-        for op in ops:
-            if not isinstance(op, Transform):
-                raise TypeError(f"[dataset map] {op!r} is not a spora.dataset transform; Python callables are not "
-                                "supported in map (use spora.dataset.vision / spora.dataset.transforms, or "
-                                "transform the batches in the training loop)")
-            handles.append(op._handle())
-        cols = _check_columns(self.get_col_names(), input_columns, "map")
+            raise TypeError(f"[dataset map] unsupported arguments: {', '.join(sorted(unsupported))} "
+                            "(column_order: use .project(columns) after map)")
+        ops = P.flatten_ops(operations)
+        names = self.get_col_names()
+        in_cols = _check_columns(names, input_columns, "map") or [names[0]]
+        out_cols = _names_arg(output_columns) or list(in_cols)
         workers = config.get_num_parallel_workers() if num_parallel_workers is None else int(num_parallel_workers)
-        return Dataset(self._h.map(handles, cols, workers, config.get_seed()), self)
+        if not 1 <= workers <= 256:
+            raise ValueError(f"[dataset map] num_parallel_workers must be in [1, 256], got {workers}")
+        builtin = all(isinstance(op, Transform) for op in ops)
+        if self._node is None and builtin and out_cols == in_cols:
+            handles = [op._handle() for op in ops]
+            return Dataset(self._h.map(handles, in_cols, workers, config.get_seed()), self)
+        if builtin and len(out_cols) != len(in_cols):
+            raise ValueError(f"[dataset map] built-in transforms keep the column count: {len(in_cols)} input "
+                             f"column(s), {len(out_cols)} output_columns")
+        node = P.MapNode(self._as_node(), ops, in_cols, out_cols, workers, bool(python_multiprocessing),
+                         config.get_seed(), self._map_depth())
+        return self._python(node, self)
+
+    def _map_depth(self):
+        n, d = 0, self
+        while d is not None:
+            n += 1
+            d = d._parent
+        return n
 
     def shuffle(self, buffer_size):
         """Buffered shuffle: each row is drawn at random from a buffer of
         buffer_size rows (>= the dataset size gives a full permutation)."""
+        if self._node is not None:
+            return self._python(P.ShuffleNode(self._node, int(buffer_size), config.get_seed()), self)
         return Dataset(self._h.shuffle(int(buffer_size), config.get_seed()), self)
 
-    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None):
+    def batch(self, batch_size, drop_remainder=False, num_parallel_workers=None, **unsupported):
         """Stacks batch_size rows; the last smaller batch is kept unless drop_remainder."""
+        if unsupported.get("per_batch_map") is not None or unsupported.get("input_columns") is not None:
+            raise TypeError("[dataset batch] per_batch_map/input_columns are not supported: map a Python "
+                            "function over the rows before batch() (or transform the batches in the loop)")
+        unsupported = {k: v for k, v in unsupported.items()
+                       if v is not None and k not in ("python_multiprocessing", "max_rowsize", "output_columns",
+                                                      "per_batch_map", "input_columns")}
+        if unsupported:
+            raise TypeError(f"[dataset batch] unsupported arguments: {', '.join(sorted(unsupported))}")
+        if self._node is not None:
+            return BatchDataset(None, self, P.BatchNode(self._node, int(batch_size), bool(drop_remainder)))
         return BatchDataset(self._h.batch(int(batch_size), bool(drop_remainder)), self)
 
     def repeat(self, count=None):
@@ -77,19 +144,48 @@ class Dataset:
         if count is None or count == -1:
             raise ValueError("[dataset repeat] an endless repeat is not supported; pass a count, or iterate "
                              "the dataset once per epoch (Model.train does)")
+        if self._node is not None:
+            if int(count) < 1:
+                raise ValueError(f"[dataset repeat] count must be >= 1, got {count}")
+            return self._python(P.RepeatNode(self._node, int(count)), self)
         return Dataset(self._h.repeat(int(count)), self)
+
+    def project(self, columns):
+        """Only `columns`, in that order."""
+        cols = _check_columns(self.get_col_names(), columns, "project")
+        names = self.get_col_names()
+        return self._python(P.ProjectNode(self._as_node(), [names.index(c) for c in cols], cols), self)
+
+    def rename(self, input_columns, output_columns):
+        """Columns `input_columns` renamed to `output_columns`."""
+        ins = _check_columns(self.get_col_names(), input_columns, "rename")
+        outs = _names_arg(output_columns)
+        if len(ins) != len(outs):
+            raise ValueError(f"[dataset rename] {len(ins)} input_columns but {len(outs)} output_columns")
+        names = [outs[ins.index(n)] if n in ins else n for n in self.get_col_names()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"[dataset rename] the new names repeat a column: {names}")
+        return self._python(P.ProjectNode(self._as_node(), list(range(len(names))), names), self)
 
     # -- sizes and names -------------------------------------------------------------------
 
     def get_dataset_size(self):
         """Rows (batches after batch()) per epoch."""
-        return self._h.size()
+        return self._node.size() if self._node is not None else self._h.size()
 
     def __len__(self):
+        """get_dataset_size(), where known without a pass over a Python
+        iterable source (else TypeError, as len() of an iterator)."""
+        if self._node is not None:
+            n = self._node.cheap_size()
+            if n is None:
+                raise TypeError("[dataset] the size of a dataset over a Python iterable is only known after a "
+                                "pass; call get_dataset_size() (it iterates the source once)")
+            return n
         return self.get_dataset_size()
 
     def get_col_names(self):
-        return self._h.column_names()
+        return list(self._node.names) if self._node is not None else self._h.column_names()
 
     # -- iteration -------------------------------------------------------------------------
 
@@ -98,17 +194,24 @@ class Dataset:
         self._epoch += 1
         return e
 
-    def _rows(self, epoch, device=""):
-        """Tuples of Tensors of one epoch."""
-        return self._h.iterate(device, epoch, config.get_prefetch_size())
+    def _rows(self, epoch, device="", numpy=False):
+        """Tuples of one epoch's column values: Tensors, or NumPy with numpy=True."""
+        if self._node is None:
+            it = self._h.iterate(device, epoch, config.get_prefetch_size())
+            return (tuple(t.asnumpy() for t in row) for row in it) if numpy else it
+        rows = self._node.rows(epoch)
+        if numpy:
+            return rows
+        names = self._node.names
+        return (tuple(_tensor_of(n, a) for n, a in zip(names, row)) for row in rows)
 
     def __iter__(self):
+        """One epoch of rows, each a list of Tensors (one per column), as
+        MindSpore's `for data in dataset` gives them."""
         # A generator: nothing starts (and no epoch number is taken) until the
         # first row is asked for, so iter(ds) alone is free.
-        one = len(self.get_col_names()) == 1
         for row in self._rows(self._next_epoch()):
-            arrays = tuple(t.asnumpy() for t in row)
-            yield arrays[0] if one else arrays
+            yield list(row)
 
     def create_tuple_iterator(self, columns=None, num_epochs=-1, output_numpy=False, do_copy=True):
         """An iterator over rows as lists of Tensors (NumPy arrays with
@@ -134,18 +237,18 @@ class _EpochIterator:
 
     def __iter__(self):
         if self._it is None:
-            self._it = self._ds._rows(self._ds._next_epoch())
+            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy)
         return self
 
     def __next__(self):
         if self._it is None:
-            self._it = self._ds._rows(self._ds._next_epoch())
+            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy)
         try:
             row = next(self._it)
         except StopIteration:
             self._it = None
             raise
-        vals = [row[i].asnumpy() if self._numpy else row[i] for i in self._pick]
+        vals = [row[i] for i in self._pick]
         if self._dict:
             return {self._names[i]: v for i, v in zip(self._pick, vals)}
         return vals

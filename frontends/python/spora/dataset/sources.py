@@ -27,6 +27,17 @@ def _sampled(handle, shuffle, seed, num_shards, shard_id, where):
     return handle.sampler(bool(shuffle), int(config.get_seed() if seed is None else seed), shards, sid)
 
 
+def _read_split(paths):
+    """(images, labels) of one split's two IDX files, through the C++ IDX
+    reader (it validates the files and checks the sample counts agree)."""
+    h = _C.Dataset.from_idx(paths, ["image", "label"], [0, dtype_code("int32")])
+    n = h.size()
+    if n == 0:
+        raise ValueError(f"[dataset] {paths[0]} holds no samples")
+    img, lbl = next(iter(h.batch(n, False).iterate("cpu", 0, 1)))
+    return img.asnumpy(), lbl.asnumpy()
+
+
 class NumpySlicesDataset(Dataset):
     """Rows of one or more equally long arrays (NumPy arrays, lists, Tensors).
 
@@ -65,35 +76,65 @@ class NumpySlicesDataset(Dataset):
 
 
 class MnistDataset(Dataset):
-    """MNIST-format IDX files (plain or .gz) in dataset_dir.
+    """MNIST-format IDX files (plain or .gz) in dataset_dir, as MindSpore's.
 
-    Columns: "image" uint8 (28, 28) -- HW, one channel: vision transforms
-    take it as is and HWC2CHW makes it (1, 28, 28) -- and "label" int32.
-    usage: "train" or "test". shuffle (default True): a new global order
+    Columns: "image" uint8 (28, 28, 1) -- HWC, one channel; HWC2CHW makes
+    it (1, 28, 28) -- and "label" int32 (MindSpore's is uint32, a type spora
+    lacks). usage: "train" (train-images-idx3-ubyte, ...), "test"
+    (t10k-...), or "all"/None (the default): whichever of the two the
+    directory holds, train first. shuffle (default True): a new global order
     each epoch; num_shards/shard_id: a disjoint slice of it per process.
     """
 
     _what = "MnistDataset"
 
-    def __init__(self, dataset_dir, usage="train", num_samples=None, num_parallel_workers=None, shuffle=None,
-                 sampler=None, num_shards=None, shard_id=None, seed=None):
-        if usage not in _SPLITS:
-            raise ValueError(f"[{self._what}] usage must be 'train' or 'test', got {usage!r}")
-        if num_samples is not None or sampler is not None:
-            raise TypeError(f"[{self._what}] num_samples and sampler are not supported")
+    def __init__(self, dataset_dir, usage=None, num_samples=None, num_parallel_workers=None, shuffle=None,
+                 sampler=None, num_shards=None, shard_id=None, cache=None, seed=None):
+        if usage not in (None, "all") and usage not in _SPLITS:
+            raise ValueError(f"[{self._what}] usage must be 'train', 'test', 'all' or None, got {usage!r}")
+        if num_samples is not None or sampler is not None or cache is not None:
+            raise TypeError(f"[{self._what}] num_samples, sampler and cache are not supported; take fewer samples "
+                            "with .take(n) after the source, shard with num_shards/shard_id")
         dataset_dir = os.fspath(dataset_dir)
-        paths = [self._find(dataset_dir, name) for name in _SPLITS[usage]]
-        handle = _C.Dataset.from_idx(paths, ["image", "label"], [0, dtype_code("int32")])
+        if usage in _SPLITS:
+            splits = [usage]
+        else:
+            splits = [u for u in ("train", "test") if self._present(dataset_dir, _SPLITS[u])]
+            if not splits:
+                raise FileNotFoundError(
+                    f"[{self._what}] no MNIST files in {dataset_dir}: expected train-images-idx3-ubyte and "
+                    "train-labels-idx1-ubyte and/or t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (or .gz)"
+                    + self._hint())
+        images, labels = [], []
+        for u in splits:
+            img, lbl = _read_split([self._find(dataset_dir, name) for name in _SPLITS[u]])
+            if img.ndim != 3:
+                raise ValueError(f"[{self._what}] {_SPLITS[u][0]} in {dataset_dir}: images of shape "
+                                 f"{img.shape[1:]}, expected (rows, cols)")
+            images.append(img[..., None])
+            labels.append(lbl)
+        image = images[0] if len(images) == 1 else np.concatenate(images)
+        label = labels[0] if len(labels) == 1 else np.concatenate(labels)
+        handle = _C.Dataset.from_tensors([_C.Tensor(np.ascontiguousarray(image)), _C.Tensor(label)],
+                                         ["image", "label"])
         shuffle = True if shuffle is None else shuffle
         super().__init__(_sampled(handle, shuffle, seed, num_shards, shard_id, self._what))
         self.dataset_dir, self.usage = dataset_dir, usage
+
+    @staticmethod
+    def _present(root, names):
+        return all(os.path.exists(os.path.join(root, n)) or os.path.exists(os.path.join(root, n + ".gz"))
+                   for n in names)
+
+    def _hint(self):
+        return ""
 
     def _find(self, root, name):
         for candidate in (name, name + ".gz"):
             path = os.path.join(root, candidate)
             if os.path.exists(path):
                 return path
-        raise FileNotFoundError(f"[{self._what}] {name}(.gz) not found in {root}")
+        raise FileNotFoundError(f"[{self._what}] {name}(.gz) not found in {root}" + self._hint())
 
 
 class FashionMnistDataset(MnistDataset):
@@ -104,13 +145,9 @@ class FashionMnistDataset(MnistDataset):
     _what = "FashionMnistDataset"
     CLASSES = CLASSES
 
-    def __init__(self, dataset_dir=None, usage="train", **kwargs):
+    def __init__(self, dataset_dir=None, usage=None, **kwargs):
         dataset_dir = dataset_dir or os.environ.get("SPORA_FASHION_MNIST") or DEFAULT_ROOT
         super().__init__(dataset_dir, usage, **kwargs)
 
-    def _find(self, root, name):
-        try:
-            return super()._find(root, name)
-        except FileNotFoundError as e:
-            raise FileNotFoundError(f"{e}; install Debian's dataset-fashion-mnist (apt-get install "
-                                    "dataset-fashion-mnist) or pass dataset_dir") from None
+    def _hint(self):
+        return "; install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist) or pass dataset_dir"

@@ -1,0 +1,317 @@
+"""spora.dataset with Python in the pipeline: MnistDataset's default usage
+and HWC images, GeneratorDataset sources (random access, iterables,
+generator functions) with shuffle, samplers and shards, Python functions
+in map on threads and processes (order, errors with the user's line,
+timeouts), Compose and transforms called on one image."""
+import gzip
+import os
+import struct
+import time
+import traceback
+
+import numpy as np
+import pytest
+
+import spora
+import spora.dataset as ds
+from spora.dataset import GeneratorDataset, transforms, vision
+
+
+@pytest.fixture(autouse=True)
+def _config():
+    ds.config.set_seed(5)
+    yield
+    ds.config.set_seed(0)
+    ds.config.set_python_op_timeout(300)
+
+
+def rows(d):
+    return [tuple(r) for r in d.create_tuple_iterator(output_numpy=True)]
+
+
+def write_idx(path, arr, compress=False):
+    head = bytes([0, 0, 0x08, arr.ndim]) + b"".join(struct.pack(">I", d) for d in arr.shape)
+    with (gzip.open if compress else open)(path, "wb") as f:
+        f.write(head + arr.astype(np.uint8).tobytes())
+
+
+def mnist_dir(root, splits):
+    rng = np.random.default_rng(3)
+    data = {}
+    for prefix, n in splits:
+        img = rng.integers(0, 256, (n, 28, 28)).astype(np.uint8)
+        lab = rng.integers(0, 10, n).astype(np.uint8)
+        write_idx(os.path.join(root, f"{prefix}-images-idx3-ubyte"), img, compress=prefix == "t10k")
+        write_idx(os.path.join(root, f"{prefix}-labels-idx1-ubyte"), lab)
+        data[prefix] = (img, lab)
+    return data
+
+
+# -- MnistDataset as MindSpore reads it ---------------------------------------------------
+
+
+def test_mnist_default_usage_reads_what_the_folder_holds(tmp_path):
+    train_dir, test_dir, both = tmp_path / "train", tmp_path / "test", tmp_path / "both"
+    for p in (train_dir, test_dir, both):
+        p.mkdir()
+    tr = mnist_dir(train_dir, [("train", 6)])["train"]
+    te = mnist_dir(test_dir, [("t10k", 4)])["t10k"]
+    mnist_dir(both, [("train", 6), ("t10k", 4)])
+    d = ds.MnistDataset(str(train_dir), shuffle=False)  # MindSpore tutorial: MnistDataset('MNIST_Data/train')
+    assert d.get_dataset_size() == 6 and d.get_col_names() == ["image", "label"]
+    image, label = next(d.create_tuple_iterator())
+    assert isinstance(image, spora.Tensor) and image.shape == (28, 28, 1) and image.dtype == spora.uint8
+    np.testing.assert_array_equal(image.asnumpy()[..., 0], tr[0][0])
+    assert int(label) == tr[1][0]
+    (x, y), = rows(ds.MnistDataset(str(test_dir), shuffle=False).batch(10))
+    np.testing.assert_array_equal(x[..., 0], te[0])
+    np.testing.assert_array_equal(y, te[1])
+    (x, y), = rows(ds.MnistDataset(str(both), usage="all", shuffle=False).batch(20))
+    assert x.shape == (10, 28, 28, 1)  # train first, then test
+    np.testing.assert_array_equal(y, np.concatenate([mnist_dir(tmp_path, [("train", 6), ("t10k", 4)])[k][1]
+                                                     for k in ("train", "t10k")]))
+    assert ds.MnistDataset(str(both), usage="test").get_dataset_size() == 4
+    with pytest.raises(FileNotFoundError, match="no MNIST files in"):
+        ds.MnistDataset(str(tmp_path / "nothing-here"))
+
+
+def test_mnist_tutorial_pipeline_gives_nchw_float_batches(tmp_path):
+    mnist_dir(tmp_path, [("t10k", 10)])
+    d = ds.MnistDataset(str(tmp_path))
+    d = d.map([vision.Rescale(1.0 / 255.0, 0), vision.Normalize(mean=(0.1307,), std=(0.3081,)), vision.HWC2CHW()],
+              "image")
+    d = d.map(transforms.TypeCast(spora.int32), "label").batch(4)
+    image, label = next(d.create_tuple_iterator())
+    assert image.shape == (4, 1, 28, 28) and image.dtype == spora.float32 and label.dtype == spora.int32
+    batches = [b for b in d]  # MindSpore: `for data in dataset` gives lists of Tensors
+    assert [b[0].shape[0] for b in batches] == [4, 4, 2] and isinstance(batches[0], list)
+
+
+# -- GeneratorDataset ---------------------------------------------------------------------
+
+
+class RandomAccess:
+    def __init__(self, n=6):
+        self.x = np.arange(n * 2, dtype=np.float32).reshape(n, 2)
+        self.y = np.arange(n, dtype=np.int32)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+    def __len__(self):
+        return len(self.y)
+
+
+def test_generator_random_access_list_iterable_and_function():
+    d = GeneratorDataset(RandomAccess(), ["data", "label"], shuffle=False)
+    assert d.get_col_names() == ["data", "label"] and d.get_dataset_size() == 6
+    got = list(d)
+    assert len(got) == 6 and isinstance(got[0][0], spora.Tensor)
+    np.testing.assert_array_equal(got[2][0].asnumpy(), [4, 5])
+    assert [int(r[1]) for r in got] == list(range(6))
+    # a list of arrays: one column; Python ints become int64 scalars
+    d = GeneratorDataset([np.array(0), np.array(1), np.array(2)], column_names=["data"], shuffle=False)
+    assert [int(r[0]) for r in d] == [0, 1, 2]
+    (v,), = rows(GeneratorDataset([7], "data"))
+    assert v.dtype == np.int64 and v.shape == ()
+
+    class Iterable:
+        def __init__(self, start, end):
+            self.start, self.end = start, end
+
+        def __next__(self):
+            return next(self.data)
+
+        def __iter__(self):
+            self.data = iter(range(self.start, self.end))
+            return self
+
+    d = GeneratorDataset(source=Iterable(1, 5), column_names=["it"])
+    assert d.get_dataset_size() == 4
+    assert [int(r[0]) for r in d] == [1, 2, 3, 4] == [int(r[0]) for r in d]  # every epoch afresh
+
+    def gen(start, end):
+        for i in range(start, end):
+            yield i, float(i) / 2
+
+    d = GeneratorDataset(source=lambda: gen(3, 6), column_names=["a", "b"])
+    assert [(int(a), float(b)) for a, b in d] == [(3, 1.5), (4, 2.0), (5, 2.5)]
+    one_shot = GeneratorDataset(gen(0, 2), ["a", "b"])
+    assert len(list(one_shot)) == 2
+    with pytest.raises(ValueError, match="generator object can be iterated once"):
+        list(one_shot)
+
+
+def test_generator_shuffle_sampler_shards_are_reproducible():
+    src = list(range(20))
+    d = GeneratorDataset(src, "v")  # random access: shuffled by default
+    e0, e1 = [int(r[0]) for r in d], [int(r[0]) for r in d]
+    assert sorted(e0) == src and sorted(e1) == src and e0 != src and e0 != e1
+    assert [int(r[0]) for r in GeneratorDataset(src, "v")] == e0  # same seed, same epoch
+    seen = []
+    for k in range(3):
+        part = GeneratorDataset(src, "v", num_shards=3, shard_id=k)
+        got = [int(r[0]) for r in part]
+        assert len(got) == part.get_dataset_size() == 7
+        seen += got
+    assert set(seen) == set(src)
+    d = GeneratorDataset(src, "v", sampler=ds.SequentialSampler(start_index=2, num_samples=5))
+    assert [int(r[0]) for r in d] == [2, 3, 4, 5, 6] and d.get_dataset_size() == 5
+    d = GeneratorDataset(src, "v", sampler=[4, 1, 1, 9])
+    assert [int(r[0]) for r in d] == [4, 1, 1, 9]
+    d = GeneratorDataset(src, "v", sampler=ds.DistributedSampler(2, 1, shuffle=False))
+    assert [int(r[0]) for r in d] == list(range(1, 20, 2))
+    d = GeneratorDataset(src, "v", sampler=ds.SubsetRandomSampler([3, 5, 7]))
+    assert sorted(int(r[0]) for r in d) == [3, 5, 7]
+    assert GeneratorDataset(src, "v", num_samples=4).get_dataset_size() == 4
+    # iterables: no shuffle or sampler (an error, not a silent sequential order); shards take every N-th row
+    with pytest.raises(ValueError, match="need a random-access source"):
+        GeneratorDataset(lambda: iter(src), "v", shuffle=True)
+    d = GeneratorDataset(lambda: iter(src), "v", num_shards=4, shard_id=1)
+    assert [int(r[0]) for r in d] == [1, 5, 9, 13, 17] and d.get_dataset_size() == 5
+
+
+def test_generator_parallel_workers_keep_the_order():
+    src = RandomAccess(40)
+    ref = rows(GeneratorDataset(src, ["x", "y"], shuffle=True))
+    for workers, procs in ((4, False), (3, True)):
+        got = rows(GeneratorDataset(src, ["x", "y"], shuffle=True, num_parallel_workers=workers,
+                                    python_multiprocessing=procs))
+        assert [int(r[1]) for r in got] == [int(r[1]) for r in ref]
+
+
+def test_generator_bad_rows_are_explained():
+    with pytest.raises(ValueError, match=r"gave 2 value\(s\) in a row but column_names has 1"):
+        list(GeneratorDataset([(1, 2)], "a"))
+    with pytest.raises(ValueError, match="column_names is required"):
+        GeneratorDataset([1, 2])
+    with pytest.raises(TypeError, match="spora Tensors have no string type: iterate with output_numpy=True"):
+        list(GeneratorDataset(["some text"], "text"))
+    (t,), = rows(GeneratorDataset(["some text"], "text"))
+    assert str(t) == "some text"
+    with pytest.raises(TypeError, match="int16, which spora Tensors do not hold"):
+        list(GeneratorDataset([np.int16(3)], "v"))
+
+
+# -- Python functions in map ----------------------------------------------------------------
+
+
+def test_python_map_values_order_and_columns():
+    d = GeneratorDataset([1, 2, 3], "data", shuffle=False)
+    d = d.map(lambda x: x * 2)
+    assert [int(r[0]) for r in d] == [2, 4, 6]
+    d = d.map(lambda x: x * x + 2)
+    assert [int(r[0]) for r in d] == [6, 18, 38]
+    # two columns in, three out, renamed and placed where the inputs were
+    base = GeneratorDataset(RandomAccess(5), ["x", "y"], shuffle=False).map(lambda y: y + 100, "y", ["z"])
+    assert base.get_col_names() == ["x", "z"]
+    split = base.map(lambda x, z: (x[0], x[1], z * 2), ["x", "z"], ["a", "b", "c"])
+    assert split.get_col_names() == ["a", "b", "c"]
+    r = rows(split)
+    assert [(float(a), float(b), int(c)) for a, b, c in r][:2] == [(0.0, 1.0, 200), (2.0, 3.0, 202)]
+    # Python and built-in operations mixed; the order holds for any worker count, threads or processes
+    imgs = np.random.default_rng(0).integers(0, 256, (30, 6, 5, 3)).astype(np.uint8)
+    src = ds.NumpySlicesDataset({"image": imgs, "label": np.arange(30, dtype=np.int32)}, shuffle=True)
+    ops = [lambda im: im[:, ::-1], vision.Rescale(1 / 255, 0), vision.HWC2CHW()]
+    ref = rows(src.map(ops, "image", num_parallel_workers=1).batch(8))
+    for workers, procs in ((4, False), (2, True)):
+        got = rows(src.map(ops, "image", num_parallel_workers=workers, python_multiprocessing=procs).batch(8))
+        for (a, la), (b, lb) in zip(ref, got):
+            np.testing.assert_array_equal(la, lb)
+            np.testing.assert_array_equal(a, b)
+    x, labels = ref[0]
+    np.testing.assert_allclose(x[0], (imgs[labels[0]][:, ::-1].astype(np.float32) / 255).transpose(2, 0, 1),
+                               rtol=1e-6)
+    # Python map on a C++ pipeline, then built-in random transforms on the Python side: reproducible
+    aug = src.map(lambda im: im + 1, "image").map(vision.RandomHorizontalFlip(0.5), "image")
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(rows(aug), rows(aug.map(lambda im: im, "image"))))
+
+
+def failing(x):
+    if int(x) == 13:
+        raise KeyError(f"no entry for {int(x)}")  # the user's line
+    return x
+
+
+FAILING_LINE = failing.__code__.co_firstlineno + 2
+
+
+@pytest.mark.parametrize("procs", [False, True])
+def test_an_error_in_a_user_function_reaches_the_loop_within_its_batch(procs):
+    d = GeneratorDataset(list(range(40)), "v", shuffle=False).map(failing, num_parallel_workers=2,
+                                                                python_multiprocessing=procs).batch(5)
+    seen = 0
+    with pytest.raises(KeyError, match="no entry for 13") as info:
+        for _ in d:
+            seen += 1
+    assert seen == 2  # batches 0 and 1 arrived; row 13 is in batch 2
+    text = "".join(traceback.format_exception(info.value))
+    assert f'line {FAILING_LINE}, in failing' in text and "raise KeyError" in text
+    assert "raised by map(failing) on v on row 13 of epoch 0" in text
+
+
+def test_a_hung_function_hits_the_timeout():
+    ds.config.set_python_op_timeout(0.5)
+
+    def slow(x):
+        if int(x) == 2:
+            time.sleep(30)
+        return x
+
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"map\(.*slow\) on v did not finish row 2 of epoch 0 within 0.5 s "
+                                           r"\(worker thread\).*set_python_op_timeout"):
+        list(GeneratorDataset([0, 1, 2, 3], "v", shuffle=False).map(slow))
+    with pytest.raises(TimeoutError, match=r"\(worker process\)"):
+        list(GeneratorDataset([0, 1, 2, 3], "v", shuffle=False).map(slow, num_parallel_workers=2,
+                                                                      python_multiprocessing=True))
+
+    def stuck():
+        yield 1
+        time.sleep(30)
+        yield 2
+
+    with pytest.raises(TimeoutError, match=r"GeneratorDataset source \(next\(\)\) did not finish row 1"):
+        list(GeneratorDataset(stuck, "v"))
+    assert time.monotonic() - t0 < 20
+    with pytest.raises(ValueError, match="python_op_timeout must be >= 0"):
+        ds.config.set_python_op_timeout(-1)
+
+
+# -- transforms on one sample, Compose ----------------------------------------------------
+
+
+def test_transforms_called_on_one_image_match_the_pipeline():
+    rng = np.random.default_rng(2)
+    img = rng.integers(0, 256, (7, 5, 3)).astype(np.uint8)
+    chain = [vision.Rescale(1.0 / 255.0, 0), vision.Normalize(mean=(0.4, 0.5, 0.6), std=(0.2, 0.25, 0.3)),
+             vision.HWC2CHW(), transforms.TypeCast(np.float64)]
+    eager = img
+    for t in chain:
+        eager = t(eager)
+    assert eager.shape == (3, 7, 5) and eager.dtype == np.float64
+    (piped,), = rows(ds.NumpySlicesDataset({"image": img[None]}).map(chain).batch(1))
+    np.testing.assert_allclose(eager, piped[0], rtol=1e-6, atol=1e-6)
+    composed = transforms.Compose(chain)
+    np.testing.assert_array_equal(composed(img), eager)
+    # a Compose of built-ins in map stays in C++; with a Python callable it runs in Python
+    (c1,), = rows(ds.NumpySlicesDataset({"image": img[None]}).map(composed).batch(1))
+    np.testing.assert_array_equal(c1, piped)
+    both = transforms.Compose([lambda a: a[::-1], vision.HWC2CHW()])
+    (c2,), = rows(ds.NumpySlicesDataset({"image": img[None]}).map(both).batch(1))
+    np.testing.assert_array_equal(c2[0], img[::-1].transpose(2, 0, 1))
+    # MindSpore tutorial: a 2-D image, then expand_dims and HWC2CHW
+    hw = rng.integers(0, 255, (48, 48), np.uint8)
+    norm = vision.Normalize(mean=(0.1307,), std=(0.3081,))(vision.Rescale(1.0 / 255.0, 0)(hw))
+    np.testing.assert_allclose(norm, (hw / 255.0 - 0.1307) / 0.3081, rtol=1e-5, atol=1e-5)
+    assert vision.HWC2CHW()(np.expand_dims(norm, -1)).shape == (1, 48, 48)
+    assert transforms.OneHot(4)(np.int32(2)).tolist() == [0, 0, 1, 0]
+    assert transforms.TypeCast(np.int32)(np.array([1.7, -2.5, np.nan])).tolist() == [1, -2, 0]
+    flipped = vision.RandomHorizontalFlip(1.0)(img)
+    np.testing.assert_array_equal(flipped, img[:, ::-1])
+    crop = vision.RandomCrop((4, 3), padding=1)(img)
+    assert crop.shape == (4, 3, 3)
+    with pytest.raises(ValueError, match=r"normalize\] 3 means for an image of 1 channels"):
+        vision.Normalize((1, 2, 3), (1, 1, 1))(hw)
+    with pytest.raises(TypeError, match="is not a transform or a callable"):
+        transforms.Compose([vision.HWC2CHW(), 3])
