@@ -315,3 +315,47 @@ def test_transforms_called_on_one_image_match_the_pipeline():
         vision.Normalize((1, 2, 3), (1, 1, 1))(hw)
     with pytest.raises(TypeError, match="is not a transform or a callable"):
         transforms.Compose([vision.HWC2CHW(), 3])
+
+
+# -- CSVDataset, take/skip ------------------------------------------------------------------
+
+
+def test_csv_dataset_types_defaults_header_and_errors(tmp_path):
+    a = tmp_path / "a.csv"
+    a.write_text("id,score,name\n1,0.5,ann\n2,,bob\n3,1.25,\n")
+    b = tmp_path / "b.csv"
+    b.write_text("id,score,name\n4,2.0,dan\n")
+    d = ds.CSVDataset([str(a), str(b)], column_defaults=[0, -1.0, "?"], shuffle=False)
+    assert d.get_col_names() == ["id", "score", "name"] and d.get_dataset_size() == 4
+    r = rows(d)
+    assert [int(x[0]) for x in r] == [1, 2, 3, 4] and r[0][0].dtype == np.int64
+    assert [float(x[1]) for x in r] == [0.5, -1.0, 1.25, 2.0] and r[0][1].dtype == np.float32
+    assert [str(x[2]) for x in r] == ["ann", "bob", "?", "dan"]
+    ids, scores = next(d.project(["id", "score"]).batch(4).create_tuple_iterator())
+    assert isinstance(ids, spora.Tensor) and ids.asnumpy().tolist() == [1, 2, 3, 4]
+    # no column_defaults: strings, as MindSpore; a glob; shuffled by default
+    s = ds.CSVDataset(str(tmp_path / "*.csv"))
+    assert sorted(int(str(x[0])) for x in rows(s)) == [1, 2, 3, 4]
+    # column_names given: the first line is data
+    c = tmp_path / "c.csv"
+    c.write_text("7;x\n8;y\n")
+    assert [(int(i), str(n)) for i, n in rows(ds.CSVDataset(str(c), field_delim=";", column_defaults=[0, ""],
+                                                               column_names=["i", "n"], shuffle=False))] == \
+        [(7, "x"), (8, "y")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("id,score\n1,0.5\n2,abc\n")
+    with pytest.raises(ValueError, match=r"bad.csv, line 3, column 'score': 'abc' is not a float"):
+        ds.CSVDataset(str(bad), column_defaults=[0, 0.0])
+    bad.write_text("id,score\n1,0.5,9\n")
+    with pytest.raises(ValueError, match=r"bad.csv, line 2: 3 fields, expected 2"):
+        ds.CSVDataset(str(bad))
+    with pytest.raises(FileNotFoundError, match="missing.csv: no such file"):
+        ds.CSVDataset(str(tmp_path / "missing.csv"))
+
+
+def test_take_and_skip():
+    d = ds.NumpySlicesDataset(np.arange(10, dtype=np.int32))
+    assert [int(r[0]) for r in d.take(3)] == [0, 1, 2] and d.take(3).get_dataset_size() == 3
+    assert [int(r[0]) for r in d.skip(8)] == [8, 9] and len(d.skip(8)) == 2
+    (b,), = rows(d.skip(2).take(3).batch(3))
+    assert b.tolist() == [2, 3, 4]

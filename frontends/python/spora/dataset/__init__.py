@@ -16,6 +16,7 @@ stay.
 """
 from . import config, transforms, vision
 from .engine import BatchDataset, Dataset
+from .csv_source import CSVDataset, Shuffle
 from .fashion_mnist import CLASSES as FASHION_MNIST_CLASSES
 from .fashion_mnist import load_fashion_mnist
 from .generator import GeneratorDataset
@@ -25,6 +26,6 @@ from .samplers import (DistributedSampler, RandomSampler, Sampler, SequentialSam
 from .sources import FashionMnistDataset, MnistDataset, NumpySlicesDataset
 
 __all__ = ["Dataset", "BatchDataset", "NumpySlicesDataset", "MnistDataset", "FashionMnistDataset",
-           "GeneratorDataset", "Sampler", "SequentialSampler", "RandomSampler", "DistributedSampler",
+           "GeneratorDataset", "CSVDataset", "Shuffle", "Sampler", "SequentialSampler", "RandomSampler", "DistributedSampler",
            "SubsetSampler", "SubsetRandomSampler",
            "FASHION_MNIST_CLASSES", "load_fashion_mnist", "read_idx", "config", "transforms", "vision"]

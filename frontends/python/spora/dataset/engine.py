@@ -150,6 +150,22 @@ class Dataset:
             return self._python(P.RepeatNode(self._node, int(count)), self)
         return Dataset(self._h.repeat(int(count)), self)
 
+    def take(self, count=-1):
+        """The first `count` rows of each epoch (-1: all)."""
+        count = int(count)
+        if count == -1:
+            return self
+        if count < 0:
+            raise ValueError(f"[dataset take] count must be >= 0 or -1, got {count}")
+        return self._python(P.TakeNode(self._as_node(), 0, count), self)
+
+    def skip(self, count):
+        """Each epoch without its first `count` rows."""
+        count = int(count)
+        if count < 0:
+            raise ValueError(f"[dataset skip] count must be >= 0, got {count}")
+        return self._python(P.TakeNode(self._as_node(), count, None), self)
+
     def project(self, columns):
         """Only `columns`, in that order."""
         cols = _check_columns(self.get_col_names(), columns, "project")

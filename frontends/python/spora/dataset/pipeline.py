@@ -232,3 +232,31 @@ class ProjectNode:
     def rows(self, epoch):
         for row in self.child.rows(epoch):
             yield tuple(row[i] for i in self.pick)
+
+
+class TakeNode:
+    """take(count) / skip(count): rows [start, start + count) of each epoch."""
+
+    def __init__(self, child, start, count):
+        self.child, self.start, self.count = child, start, count
+        self.names = child.names
+
+    def _of(self, n):
+        if n is None:
+            return None
+        n = max(n - self.start, 0)
+        return n if self.count is None else min(n, self.count)
+
+    def size(self):
+        return self._of(self.child.size())
+
+    def cheap_size(self):
+        return self._of(self.child.cheap_size())
+
+    def rows(self, epoch):
+        end = None if self.count is None else self.start + self.count
+        for k, row in enumerate(self.child.rows(epoch)):
+            if end is not None and k >= end:
+                return
+            if k >= self.start:
+                yield row

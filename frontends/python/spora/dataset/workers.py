@@ -156,12 +156,3 @@ def ordered_map(fn, items, workers, processes, what, describe, window=None):
 def _note(e, text):
     if hasattr(e, "add_note"):  # Python 3.11+
         e.add_note(text)
-
-
-def call_user(fn, args, what):
-    """fn(*args) in the consumer (no worker), with the same note on errors."""
-    try:
-        return fn(*args)
-    except BaseException as e:
-        _note(e, f"[dataset] raised by {what}")
-        raise
