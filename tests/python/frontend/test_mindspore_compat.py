@@ -388,3 +388,315 @@ def test_model_and_callbacks_at_the_top_and_set_grad():
     _, (gw, gb) = ms.value_and_grad(lambda v: net(v).sum(), None, net.trainable_params())(x)
     np.testing.assert_array_equal(gw.asnumpy(), np.full((1, 3), 2.0, np.float32))
     np.testing.assert_array_equal(gb.asnumpy(), [2.0])
+
+
+# -- tensors ---------------------------------------------------------------------
+
+
+def test_tensor_construction_methods_and_indexing_match_numpy():
+    assert ms.Tensor([1, 2]).dtype == ms.int64 and ms.Tensor([1.5]).dtype == ms.float32
+    assert ms.Tensor(np.ones(2)).dtype == ms.float64 and ms.Tensor(2, ms.float32).dtype == ms.float32
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 7
+    x = ms.Tensor(a)
+    np.testing.assert_array_equal(x.astype(ms.int32).asnumpy(), a.astype(np.int32))
+    np.testing.assert_array_equal(x.reshape(6, 4).asnumpy(), a.reshape(6, 4))
+    np.testing.assert_array_equal(x.view(4, 6).asnumpy(), a.reshape(4, 6))
+    np.testing.assert_array_equal(x.transpose().asnumpy(), a.transpose())
+    np.testing.assert_array_equal(x.transpose(1, 0, 2).asnumpy(), a.transpose(1, 0, 2))
+    np.testing.assert_array_equal(x.T.asnumpy(), a.T)
+    np.testing.assert_array_equal(x.expand_dims(1).squeeze(1).asnumpy(), a)
+    assert x.expand_dims(0).shape == (1, 2, 3, 4)
+    np.testing.assert_allclose(x.sum().asnumpy(), a.sum())
+    np.testing.assert_allclose(x.mean(axis=1).asnumpy(), a.mean(axis=1), rtol=1e-6)
+    np.testing.assert_array_equal(x.max(axis=2, keepdims=True).asnumpy(), a.max(axis=2, keepdims=True))
+    np.testing.assert_array_equal(x.argmax(axis=1).asnumpy(), a.argmax(axis=1))
+    assert x[1, 2, 3].item() == a[1, 2, 3]
+    np.testing.assert_array_equal(x[0].asnumpy(), a[0])
+    np.testing.assert_array_equal(x[:, -1].asnumpy(), a[:, -1])
+    np.testing.assert_array_equal(x[..., -1].asnumpy(), a[..., -1])
+    np.testing.assert_array_equal(x[x > 3].asnumpy(), a[a > 3])
+    x[0, 1] = 100.0
+    b = a.copy()
+    b[0, 1] = 100.0
+    np.testing.assert_array_equal(x.asnumpy(), b)
+    np.testing.assert_array_equal(ops.ones_like(x).asnumpy(), np.ones_like(a))
+    np.testing.assert_array_equal(ops.zeros_like(x).asnumpy(), np.zeros_like(a))
+    np.testing.assert_array_equal(ops.cat((x, x)).asnumpy(), np.concatenate((b, b)))
+    np.testing.assert_array_equal(ops.concat((x, x), 2).asnumpy(), np.concatenate((b, b), 2))
+    np.testing.assert_array_equal(ops.stack([x, x], 1).asnumpy(), np.stack([b, b], 1))
+    m = ms.Tensor(a[0])
+    np.testing.assert_array_equal((m * m).asnumpy(), a[0] * a[0])
+    np.testing.assert_allclose((m @ m.T).asnumpy(), a[0] @ a[0].T, rtol=1e-6)
+    np.testing.assert_allclose(ops.matmul(m, m.T).asnumpy(), a[0] @ a[0].T, rtol=1e-6)
+    import spora.common.dtype as mstype
+    assert mstype.float32 == ms.float32 and mstype.half == ms.float16 and mstype.int64 == np.int64
+
+
+# -- nn layers, losses, optimizers -----------------------------------------------------------
+
+
+class _Net(nn.Cell):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, pad_mode="valid", has_bias=True)
+        self.pool = nn.MaxPool2d(kernel_size=2, stride=2)
+        self.flatten = nn.Flatten()
+        self.head = nn.SequentialCell(nn.Dense(8, 4, activation="relu"), nn.Dense(4, 3))
+
+    def construct(self, x):
+        return self.head(self.flatten(self.pool(self.conv(x))))
+
+
+def _np_conv_valid(x, w, b):
+    n, _, h, wd = x.shape
+    o, _, k, _ = w.shape
+    out = np.zeros((n, o, h - k + 1, wd - k + 1))
+    for i in range(h - k + 1):
+        for j in range(wd - k + 1):
+            out[:, :, i, j] = np.einsum("ncab,ocab->no", x[:, :, i:i + k, j:j + k], w)
+    return out + b.reshape(1, -1, 1, 1)
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_cell_with_construct_matches_numpy(mode):
+    ms.set_context(mode=mode)
+    net = _Net()
+    names = [n for n, _ in net.parameters_and_names()]
+    assert names == ["conv.weight", "conv.bias", "head.0.weight", "head.0.bias", "head.1.weight", "head.1.bias"]
+    assert len(net.trainable_params()) == 6
+    x = np.random.default_rng(9).standard_normal((2, 1, 6, 6)).astype(np.float32)
+    p = {n: v.asnumpy().astype(np.float64) for n, v in net.parameters_and_names()}
+    c = _np_conv_valid(x.astype(np.float64), p["conv.weight"], p["conv.bias"])
+    pooled = c.reshape(2, 2, 2, 2, 2, 2).max(axis=(3, 5)).reshape(2, 8)
+    h = np.maximum(pooled @ p["head.0.weight"].T + p["head.0.bias"], 0)
+    want = h @ p["head.1.weight"].T + p["head.1.bias"]
+    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), want, rtol=1e-4, atol=1e-5)
+    cells = nn.CellList([nn.Dense(3, 3), nn.ReLU()])
+    assert len(cells) == 2 and isinstance(cells[1], nn.ReLU)
+
+
+def test_layers_and_activations_match_numpy():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    x = ms.Tensor(a)
+    np.testing.assert_allclose(nn.AvgPool2d(2, 2)(x).asnumpy(), a.reshape(2, 3, 2, 2, 2, 2).mean(axis=(3, 5)),
+                               rtol=1e-5, atol=1e-6)
+    bn = nn.BatchNorm2d(3)
+    bn.set_train(False)  # eval: the moving statistics (0 and 1)
+    np.testing.assert_allclose(bn(x).asnumpy(), a / np.sqrt(1 + 1e-5), rtol=1e-5)
+    bn.set_train(True)
+    mu, var = a.mean(axis=(0, 2, 3), keepdims=True), a.var(axis=(0, 2, 3), keepdims=True)
+    np.testing.assert_allclose(bn(x).asnumpy(), (a - mu) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    v = a.reshape(6, 16)
+    ln = nn.LayerNorm((16,))
+    want = (v - v.mean(1, keepdims=True)) / np.sqrt(v.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(ln(ms.Tensor(v)).asnumpy(), want, rtol=1e-4, atol=1e-5)
+    emb = nn.Embedding(10, 4)
+    np.testing.assert_array_equal(emb(ms.Tensor([3, 7])).asnumpy(), emb.embedding_table.asnumpy()[[3, 7]])
+    drop = nn.Dropout(keep_prob=0.75)
+    drop.set_train(False)
+    np.testing.assert_array_equal(drop(x).asnumpy(), a)
+    assert abs(nn.Dropout(keep_prob=0.75).p - 0.25) < 1e-12
+    acts = {nn.ReLU: np.maximum(v, 0), nn.Sigmoid: 1 / (1 + np.exp(-v)), nn.Tanh: np.tanh(v),
+            nn.SiLU: v / (1 + np.exp(-v)), nn.ReLU6: np.clip(v, 0, 6), nn.Softplus: np.log1p(np.exp(v)),
+            nn.Softmax: np.exp(v) / np.exp(v).sum(-1, keepdims=True), nn.LogSoftmax: _log_softmax(v)}
+    for cls, want in acts.items():
+        np.testing.assert_allclose(cls()(ms.Tensor(v)).asnumpy(), want, rtol=1e-5, atol=1e-6, err_msg=cls.__name__)
+    np.testing.assert_allclose(nn.LeakyReLU(0.1)(ms.Tensor(v)).asnumpy(), np.where(v > 0, v, 0.1 * v), rtol=1e-6)
+    attn = nn.MultiheadAttention(8, 2)
+    seq = ms.Tensor(rng.standard_normal((5, 2, 8)).astype(np.float32))
+    assert attn(seq, seq, seq)[0].shape == (5, 2, 8)
+
+
+def test_losses_match_numpy():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((5, 4)).astype(np.float32)
+    y = rng.standard_normal((5, 4)).astype(np.float32)
+    cls = np.array([0, 3, 1, 1, 2])
+    lx = _log_softmax(x.astype(np.float64))
+    t = ms.Tensor
+    np.testing.assert_allclose(nn.CrossEntropyLoss()(t(x), t(cls)).asnumpy(), -lx[np.arange(5), cls].mean(),
+                               rtol=1e-5)
+    np.testing.assert_allclose(nn.NLLLoss()(t(lx.astype(np.float32)), t(cls)).asnumpy(),
+                               -lx[np.arange(5), cls].mean(), rtol=1e-5)
+    np.testing.assert_allclose(nn.MSELoss()(t(x), t(y)).asnumpy(), ((x - y) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(nn.L1Loss(reduction="sum")(t(x), t(y)).asnumpy(), np.abs(x - y).sum(), rtol=1e-5)
+    p = rng.random((5, 4)).astype(np.float32)
+    bce = np.maximum(x, 0) - x * p + np.log1p(np.exp(-np.abs(x)))
+    np.testing.assert_allclose(nn.BCEWithLogitsLoss()(t(x), t(p)).asnumpy(), bce.mean(), rtol=1e-5)
+
+
+def test_optimizers_one_step_match_numpy():
+    g = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
+    w0 = np.array([[1.0, 2.0], [-1.0, 0.5]], np.float32)
+
+    def step(make):
+        w = ms.Parameter(ms.Tensor(w0.copy()), name="w")
+        opt = make([w])
+        assert opt.parameters[0] is w
+        for _ in range(2):
+            opt((ms.Tensor(g),))
+        return w.asnumpy()
+
+    np.testing.assert_allclose(step(lambda ps: nn.SGD(ps, 0.1)), w0 - 0.2 * g, rtol=1e-6)
+    # Momentum: v = m * v + g; w -= lr * v
+    v1, v2 = g, 0.9 * g + g
+    np.testing.assert_allclose(step(lambda ps: nn.Momentum(ps, 0.1, 0.9)), w0 - 0.1 * (v1 + v2), rtol=1e-6)
+    m = v = 0.0
+    w = w0.astype(np.float64)
+    for i in (1, 2):
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        w = w - 0.01 * (m / (1 - 0.9 ** i)) / (np.sqrt(v / (1 - 0.999 ** i)) + 1e-8)
+    np.testing.assert_allclose(step(lambda ps: nn.Adam(ps, 0.01)), w, rtol=1e-5)
+    lr = nn.CosineDecayLR(0.01, 0.1, 10)
+    np.testing.assert_allclose(lr(ms.Tensor(np.int32(3))).asnumpy(),
+                               0.01 + 0.5 * 0.09 * (1 + np.cos(np.pi * 3 / 10)), rtol=1e-6)
+
+
+# -- ops, autodiff, jit ----------------------------------------------------------
+
+
+def test_functional_ops_and_primitives_match_numpy():
+    a = np.random.default_rng(12).standard_normal((3, 4)).astype(np.float32)
+    x = ms.Tensor(a)
+    np.testing.assert_allclose(ops.relu(x).asnumpy(), np.maximum(a, 0))
+    np.testing.assert_allclose(ops.softmax(x, 1).asnumpy(), np.exp(_log_softmax(a)), rtol=1e-5)
+    np.testing.assert_allclose(ops.sigmoid(x).asnumpy(), 1 / (1 + np.exp(-a)), rtol=1e-5)
+    np.testing.assert_allclose(ops.exp(x).asnumpy(), np.exp(a), rtol=1e-6)
+    np.testing.assert_allclose(ops.mean(x).asnumpy(), a.mean(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ops.sum(x, 1).asnumpy(), a.sum(1), rtol=1e-5)
+    np.testing.assert_array_equal(ops.argmax(x, 1).asnumpy(), a.argmax(1))
+    np.testing.assert_array_equal(ops.reshape(x, (4, 3)).asnumpy(), a.reshape(4, 3))
+    np.testing.assert_array_equal(ops.transpose(x, (1, 0)).asnumpy(), a.T)
+    np.testing.assert_array_equal(ops.gather(x, ms.Tensor([2, 0]), 0).asnumpy(), a[[2, 0]])
+    np.testing.assert_allclose(ops.cross_entropy(x, ms.Tensor([1, 0, 3])).asnumpy(),
+                               -_log_softmax(a)[[0, 1, 2], [1, 0, 3]].mean(), rtol=1e-5)
+    np.testing.assert_allclose(ops.ReLU()(x).asnumpy(), np.maximum(a, 0))
+    np.testing.assert_allclose(ops.MatMul()(x, x.T).asnumpy(), a @ a.T, rtol=1e-5)
+    np.testing.assert_allclose(ops.Softmax()(x).asnumpy(), np.exp(_log_softmax(a)), rtol=1e-5)
+    np.testing.assert_allclose(ops.ReduceSum(keep_dims=True)(x, 1).asnumpy(), a.sum(1, keepdims=True), rtol=1e-5)
+    u = ops.uniform((1000,), seed=3).asnumpy()
+    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
+
+
+def test_grad_value_and_grad_stop_gradient_and_jit():
+    a, b = np.array([1.0, 2.0, 3.0], np.float32), np.array([0.5, -1.0, 2.0], np.float32)
+
+    def f(x, y):
+        return (x * x * y).sum()
+
+    gx, gy = ms.grad(f, grad_position=(0, 1))(ms.Tensor(a), ms.Tensor(b))
+    np.testing.assert_allclose(gx.asnumpy(), 2 * a * b)
+    np.testing.assert_allclose(gy.asnumpy(), a * a)
+    g_stop = ms.grad(lambda x: (x * ops.stop_gradient(x)).sum())(ms.Tensor(a))
+    np.testing.assert_allclose(g_stop.asnumpy(), a)
+    net = nn.Dense(3, 1)
+
+    def forward(x):
+        out = net(x)
+        return (out * out).sum(), out
+
+    xs = np.ones((2, 3), np.float32)
+    (loss, out), (gw, gb) = ms.value_and_grad(forward, None, net.trainable_params(), has_aux=True)(ms.Tensor(xs))
+    o = xs @ net.weight.asnumpy().T + net.bias.asnumpy()
+    np.testing.assert_allclose(out.asnumpy(), o, rtol=1e-6)
+    np.testing.assert_allclose(loss.asnumpy(), (o * o).sum(), rtol=1e-5)
+    np.testing.assert_allclose(gw.asnumpy(), (2 * o).T @ xs, rtol=1e-5)
+    np.testing.assert_allclose(gb.asnumpy(), (2 * o).sum(0), rtol=1e-5)
+
+    @ms.jit
+    def scaled(x):
+        return ops.relu(x) * 2
+
+    np.testing.assert_array_equal(scaled(ms.Tensor(b)).asnumpy(), np.maximum(b, 0) * 2)
+
+    class Jitted(nn.Cell):
+        def __init__(self):
+            super().__init__()
+            self.dense = nn.Dense(3, 2)
+
+        @ms.jit
+        def construct(self, x):
+            return self.dense(x)
+
+    c = Jitted()
+    np.testing.assert_allclose(c(ms.Tensor(xs)).asnumpy(), xs @ c.dense.weight.asnumpy().T + c.dense.bias.asnumpy(),
+                               rtol=1e-6)
+
+
+# -- training ----------------------------------------------------------------------
+
+
+def _regression_data():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((32, 4)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-2.0], [0.5], [3.0]], np.float32)).astype(np.float32)
+    return x, y
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_functional_training_step_is_sgd(mode):
+    ms.set_context(mode=mode)
+    x, y = _regression_data()
+    net = nn.Dense(4, 1)
+    loss_fn = nn.MSELoss()
+    optimizer = nn.SGD(net.trainable_params(), learning_rate=0.05)
+
+    def forward_fn(data, label):
+        logits = net(data)
+        return loss_fn(logits, label), logits
+
+    grad_fn = ms.value_and_grad(forward_fn, None, optimizer.parameters, has_aux=True)
+
+    @ms.jit
+    def train_step(data, label):
+        (loss, _), grads = grad_fn(data, label)
+        optimizer(grads)
+        return loss
+
+    w, b = net.weight.asnumpy().astype(np.float64), net.bias.asnumpy().astype(np.float64)
+    for _ in range(4):
+        loss = train_step(ms.Tensor(x), ms.Tensor(y)).asnumpy()
+        pred = x @ w.T + b
+        np.testing.assert_allclose(loss, ((pred - y) ** 2).mean(), rtol=1e-5)
+        g = 2 * (pred - y) / pred.size
+        w, b = w - 0.05 * g.T @ x, b - 0.05 * g.sum(0)
+    np.testing.assert_allclose(net.weight.asnumpy(), w, rtol=1e-5)
+
+
+def test_model_train_eval_predict_with_callbacks(tmp_path):
+    from spora.train import CheckpointConfig, LossMonitor, ModelCheckpoint, TimeMonitor
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal((64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32) + 2 * (x[:, 1] > 0).astype(np.int32)
+    data = ms.dataset.NumpySlicesDataset((x, y), column_names=["x", "y"], shuffle=False).batch(16)
+    net = nn.Dense(4, 4)
+    model = ms.Model(net, nn.CrossEntropyLoss(), nn.Momentum(net.trainable_params(), 0.2, 0.9),
+                     metrics={"accuracy"})
+    before = model.eval(data)["accuracy"]
+    ckpt = ModelCheckpoint(prefix="net", directory=str(tmp_path),
+                           config=CheckpointConfig(save_checkpoint_steps=4, keep_checkpoint_max=2))
+    model.train(30, data, callbacks=[LossMonitor(), TimeMonitor(), ckpt])
+    after = model.eval(data)["accuracy"]
+    logits = model.predict(ms.Tensor(x)).asnumpy()
+    w, b = net.weight.asnumpy(), net.bias.asnumpy()
+    np.testing.assert_allclose(logits, x @ w.T + b, rtol=1e-5, atol=1e-6)
+    assert after == pytest.approx(((x @ w.T + b).argmax(1) == y).mean())
+    assert after > max(before, 0.9)
+    saved = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".ckpt")
+    assert saved
+    final = ms.load_checkpoint(str(tmp_path / saved[-1]))
+    assert set(final) == {"weight", "bias"}
+
+
+# -- context -----------------------------------------------------------------------
+
+
+def test_set_context_mode_and_device_target():
+    ms.set_context(mode=ms.GRAPH_MODE, device_target="CPU", device_id=0)
+    assert ms.get_context("mode") == ms.GRAPH_MODE
+    assert ms.get_context("device_target") == "cpu" and ms.get_context("device_id") == 0
+    with pytest.raises(ms.BackendUnavailableError, match="no Ascend backend"):
+        ms.set_context(device_target="Ascend")
+    with pytest.raises(TypeError, match="unknown option.*save_graphs"):
+        ms.set_context(save_graphs=True)
