@@ -700,3 +700,27 @@ def test_set_context_mode_and_device_target():
         ms.set_context(device_target="Ascend")
     with pytest.raises(TypeError, match="unknown option.*save_graphs"):
         ms.set_context(save_graphs=True)
+
+
+def test_dynamic_lr_lists_and_optimizers_taking_them():
+    epochs = np.arange(8) // 2  # 8 steps, 2 per epoch
+    np.testing.assert_allclose(nn.cosine_decay_lr(0.01, 0.1, 8, 2, 2),
+                               0.01 + 0.045 * (1 + np.cos(np.pi * np.minimum(epochs, 2) / 2)))
+    np.testing.assert_allclose(nn.exponential_decay_lr(0.1, 0.5, 8, 2, 2), 0.1 * 0.5 ** (epochs / 2))
+    np.testing.assert_allclose(nn.exponential_decay_lr(0.1, 0.5, 8, 2, 2, is_stair=True), 0.1 * 0.5 ** (epochs // 2))
+    np.testing.assert_allclose(nn.natural_exp_decay_lr(0.1, 0.5, 8, 2, 2), 0.1 * np.exp(-0.5 * epochs / 2))
+    np.testing.assert_allclose(nn.inverse_decay_lr(0.1, 0.5, 8, 2, 2), 0.1 / (1 + 0.5 * epochs / 2))
+    np.testing.assert_allclose(nn.polynomial_decay_lr(0.1, 0.01, 8, 2, 2, 2.0),
+                               0.09 * (1 - np.minimum(epochs, 2) / 2) ** 2 + 0.01)
+    np.testing.assert_allclose(nn.warmup_lr(0.1, 8, 2, 2), 0.1 * np.minimum(epochs, 2) / 2)
+    assert nn.piecewise_constant_lr([2, 5], [0.1, 0.05]) == [0.1, 0.1, 0.05, 0.05, 0.05]
+    with pytest.raises(ValueError, match="min_lr < max_lr"):
+        nn.cosine_decay_lr(0.1, 0.01, 8, 2, 2)
+    for mode in (ms.PYNATIVE_MODE, ms.GRAPH_MODE):
+        ms.set_context(mode=mode)
+        w = ms.Parameter(ms.Tensor(np.zeros(2, np.float32)), name="w")
+        opt = nn.SGD([w], learning_rate=[0.1, 0.2, 0.4])  # the last rate stays after the list ends
+        step = ms.jit(lambda g: opt((g,)))
+        for _ in range(5):
+            step(ms.Tensor(np.ones(2, np.float32)))
+        np.testing.assert_allclose(w.asnumpy(), [-(0.1 + 0.2 + 0.4 * 3)] * 2, rtol=1e-6)

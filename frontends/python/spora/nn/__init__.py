@@ -31,6 +31,8 @@ from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
 from .loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, WithLossCell)
 from .loss import SoftmaxCrossEntropyWithLogits
 from .wrap import TrainOneStepCell
+from .dynamic_lr import (cosine_decay_lr, exponential_decay_lr, inverse_decay_lr, natural_exp_decay_lr,
+                         piecewise_constant_lr, polynomial_decay_lr, warmup_lr)
 from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSchedule, Momentum, Optimizer, StepLR,
                     WarmupLR)
 
@@ -42,6 +44,8 @@ __all__ = [
     "get_activation",
     "LossBase", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "WithLossCell",
     "SoftmaxCrossEntropyWithLogits", "TrainOneStepCell",
+    "piecewise_constant_lr", "exponential_decay_lr", "natural_exp_decay_lr", "inverse_decay_lr", "cosine_decay_lr",
+    "polynomial_decay_lr", "warmup_lr",
     "Optimizer", "SGD", "Momentum", "Adam", "AdamW", "ClipByGlobalNorm", "global_norm",
     "LearningRateSchedule", "ConstantLR", "StepLR", "CosineDecayLR", "WarmupLR",
 ]

@@ -11,6 +11,8 @@ schedule, PyTorch's StepLR/CosineAnnealingLR used once per epoch).
 """
 import math
 
+import numpy as np
+
 from ... import ops
 from .._util import is_tensor
 
@@ -127,12 +129,41 @@ class WarmupLR(LearningRateSchedule):
         return factor * self.after(rest)
 
 
+class ListLR(LearningRateSchedule):
+    """MindSpore's dynamic learning rate: one rate per step from a list (or a
+    1-d array or Tensor), as nn.cosine_decay_lr and the other dynamic_lr
+    functions return; an optimizer given such a list as learning_rate makes
+    it this schedule. Past the list's end the last rate stays."""
+
+    def __init__(self, rates):
+        super().__init__()
+        values = np.asarray(rates.asnumpy() if is_tensor(rates) else rates, dtype=np.float64)
+        if values.ndim != 1 or values.size == 0:
+            raise ValueError(f"[optimizer] a learning_rate list must be 1-d and non-empty, got shape {values.shape}")
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ValueError("[optimizer] a learning_rate list must hold non-negative finite numbers")
+        self.rates = values
+
+    def __call__(self, step):
+        last = self.rates.size - 1
+        if not is_tensor(step):
+            return float(self.rates[min(int(step), last)])
+        # In a compiled step the index is the global_step tensor: gather the rate.
+        from ... import Tensor, int32
+        index = ops.minimum(step, float(last)).astype(int32).reshape(1)
+        return ops.gather(Tensor(self.rates.astype(np.float32)), index, 0).reshape(())
+
+
 def as_schedule(learning_rate):
-    """A float or a schedule (or any callable of the step) as a schedule."""
+    """A float, a list of per-step rates, or a schedule (or any callable of
+    the step) as a schedule."""
     if isinstance(learning_rate, LearningRateSchedule):
         return learning_rate
     if callable(learning_rate):
         return _Callable(learning_rate)
+    if isinstance(learning_rate, (list, tuple, np.ndarray)) or is_tensor(learning_rate):
+        if np.ndim(learning_rate.asnumpy() if is_tensor(learning_rate) else learning_rate) == 1:
+            return ListLR(learning_rate)
     lr = float(learning_rate)
     if not math.isfinite(lr) or lr < 0:
         raise ValueError(f"[optimizer] learning_rate must be a non-negative number, got {learning_rate}")
