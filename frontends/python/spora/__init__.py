@@ -27,6 +27,7 @@ from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  #
                         reset_auto_parallel_context, ParallelMode)
 from ._seed import set_seed, get_seed  # noqa: E402
 from ._sparse import CSRTensor, COOTensor  # noqa: E402
+from ._grad_operation import ParameterTuple  # noqa: E402
 
 for _e in (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError, UntraceableError):
     _e.__module__ = "spora"

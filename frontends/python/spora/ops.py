@@ -403,3 +403,15 @@ __all__ = sorted(set(__all__) | {
 from ._sparse import csr_mm, csr_to_coo, dense_to_sparse_coo, dense_to_sparse_csr  # noqa: E402,F401
 
 __all__ = sorted(set(__all__) | {"csr_mm", "csr_to_coo", "dense_to_sparse_coo", "dense_to_sparse_csr"})
+
+# MindSpore's GradOperation (over spora.grad) and depend.
+from ._grad_operation import GradOperation  # noqa: E402,F401
+
+
+def depend(value, expr):
+    """MindSpore's ops.depend: returns value, after expr. Spora runs (or
+    traces) Python in program order, so expr, already computed, is done."""
+    return value
+
+
+__all__ = sorted(set(__all__) | {"GradOperation", "depend"})

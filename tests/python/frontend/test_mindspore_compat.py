@@ -724,3 +724,36 @@ def test_dynamic_lr_lists_and_optimizers_taking_them():
         for _ in range(5):
             step(ms.Tensor(np.ones(2, np.float32)))
         np.testing.assert_allclose(w.asnumpy(), [-(0.1 + 0.2 + 0.4 * 3)] * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_grad_operation_and_parameter_tuple(mode):
+    ms.set_context(mode=mode)
+    rng = np.random.default_rng(15)
+    xa = rng.standard_normal((2, 3)).astype(np.float32)
+    ya = rng.standard_normal((2, 2)).astype(np.float32)
+    x, y = ms.Tensor(xa), ms.Tensor(ya)
+    net = nn.Dense(3, 2)
+    w, b = net.weight.asnumpy(), net.bias.asnumpy()
+    weights = ms.ParameterTuple(net.trainable_params())
+
+    def weighted(a, c):  # non-scalar: differentiated as its sum
+        return net(a) * c
+
+    np.testing.assert_allclose(ops.GradOperation()(weighted)(x, y).asnumpy(), ya @ w, rtol=1e-5, atol=1e-6)
+    gx, gy = ops.GradOperation(get_all=True)(weighted)(x, y)
+    np.testing.assert_allclose(gy.asnumpy(), xa @ w.T + b, rtol=1e-5, atol=1e-6)
+    gw, gb = ops.GradOperation(get_by_list=True)(weighted, weights)(x, y)
+    np.testing.assert_allclose(gw.asnumpy(), ya.T @ xa, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gb.asnumpy(), ya.sum(0), rtol=1e-5, atol=1e-6)
+    inputs, params = ops.GradOperation(get_all=True, get_by_list=True)(weighted, weights)(x, y)
+    assert len(inputs) == 2 and len(params) == 2
+    np.testing.assert_allclose(params[0].asnumpy(), ya.T @ xa, rtol=1e-5, atol=1e-6)
+    sens = rng.standard_normal((2, 2)).astype(np.float32)
+    np.testing.assert_allclose(ops.GradOperation(sens_param=True)(net)(x, ms.Tensor(sens)).asnumpy(), sens @ w,
+                               rtol=1e-5, atol=1e-6)
+    assert ops.depend(x, y) is x
+    with pytest.raises(ValueError, match="get_by_list=True needs weights"):
+        ops.GradOperation(get_by_list=True)(weighted)
+    with pytest.raises(TypeError, match="not a Parameter"):
+        ms.ParameterTuple([x])
