@@ -137,6 +137,45 @@ def _split(name):
     return base, int(idx) if idx else 0
 
 
+# MindSpore set_context options with no Spora switch. Those whose value can
+# change nothing here are accepted (checked, then ignored); the others raise
+# saying what Spora offers instead.
+_NO_EFFECT = {
+    "max_call_depth": "Spora traces construct by running Python, so the depth limit is Python's "
+                      "(sys.setrecursionlimit)",
+    "pynative_synchronize": "to wait for the device, call spora.runtime.synchronize()",
+}
+_INSTEAD = {
+    "save_graphs": "Spora does not dump graphs from set_context: a spora.jit function's latest graph is "
+                   "fn.last_graph (print it, or .json())",
+    "save_graphs_path": "Spora does not dump graphs from set_context: a spora.jit function's latest graph is "
+                        "fn.last_graph (print it, or .json())",
+    "max_device_memory": "Spora has no device memory cap; spora.runtime.memory_stats() reports what is used",
+    "runtime_num_threads": "set SPORA_NUM_THREADS in the environment before importing spora",
+    "enable_graph_kernel": "operator fusion follows set_context(jit_level=0, 1 or 2)",
+    "jit_config": "write set_context(jit_level=0, 1 or 2)",
+}
+
+
+def _mindspore_options(options):
+    """Accepts the no-effect options (and save_graphs=False), raises for the others."""
+    problems = []
+    for k, v in sorted(options.items()):
+        if k == "max_call_depth" and not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+            raise ValueError(f"set_context: max_call_depth must be a positive int, got {v!r}")
+        if k == "pynative_synchronize" and not isinstance(v, bool):
+            raise ValueError(f"set_context: pynative_synchronize must be a bool, got {v!r}")
+        if k in _NO_EFFECT or (k == "save_graphs" and v in (False, 0)):
+            continue
+        if k in _INSTEAD:
+            problems.append(f"{k}: {_INSTEAD[k]}")
+        else:
+            problems.append(k)
+    if problems:
+        raise TypeError("set_context: unknown option(s) -- " + "; ".join(problems) +
+                        " (known: mode, device_target, device_id, jit_level, matmul_precision, jit_syntax_level)")
+
+
 def set_context(mode=None, device_target=None, device_id=None, jit_level=None, matmul_precision=None,
                 jit_syntax_level=None, **unknown):
     """MindSpore-style switch.
@@ -171,11 +210,14 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
     construct by running it, so any Python runs at every level (what cannot
     be traced -- a branch on a tensor's value -- runs eagerly with a
     spora.JitFallbackWarning), and spora.export takes any traceable network
-    (MindSpore exports MINDIR under STRICT only)."""
+    (MindSpore exports MINDIR under STRICT only).
+
+    MindSpore's max_call_depth, pynative_synchronize and save_graphs=False
+    are accepted and change nothing (Spora has no call-depth limit of its
+    own; a result does not depend on synchronisation; nothing is saved).
+    Its other options raise a TypeError saying what Spora offers instead."""
     if unknown:
-        raise TypeError(f"set_context: unknown option(s) {', '.join(sorted(unknown))} "
-                        f"(known: mode, device_target, device_id, jit_level, matmul_precision, "
-                        f"jit_syntax_level)")
+        _mindspore_options(unknown)
     if mode is not None:
         if mode not in (PYNATIVE_MODE, GRAPH_MODE):
             raise ValueError(f"set_context: mode must be spora.PYNATIVE_MODE or spora.GRAPH_MODE, got {mode!r}")

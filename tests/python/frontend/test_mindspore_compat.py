@@ -698,8 +698,17 @@ def test_set_context_mode_and_device_target():
     assert ms.get_context("device_target") == "cpu" and ms.get_context("device_id") == 0
     with pytest.raises(ms.BackendUnavailableError, match="no Ascend backend"):
         ms.set_context(device_target="Ascend")
-    with pytest.raises(TypeError, match="unknown option.*save_graphs"):
+    # MindSpore options that cannot change a result here are accepted ...
+    ms.set_context(max_call_depth=10000, save_graphs=False, pynative_synchronize=True)
+    # ... the others say what to write instead.
+    with pytest.raises(TypeError, match=r"unknown option.*save_graphs: .*fn.last_graph"):
         ms.set_context(save_graphs=True)
+    with pytest.raises(TypeError, match="runtime_num_threads: set SPORA_NUM_THREADS"):
+        ms.set_context(runtime_num_threads=2)
+    with pytest.raises(TypeError, match=r"jit_config: write set_context\(jit_level="):
+        ms.set_context(jit_config={"jit_level": "O1"})
+    with pytest.raises(ValueError, match="max_call_depth must be a positive int"):
+        ms.set_context(max_call_depth=0)
 
 
 def test_dynamic_lr_lists_and_optimizers_taking_them():
