@@ -766,3 +766,111 @@ def test_grad_operation_and_parameter_tuple(mode):
         ops.GradOperation(get_by_list=True)(weighted)
     with pytest.raises(TypeError, match="not a Parameter"):
         ms.ParameterTuple([x])
+
+
+# -- recurrent layers ----------------------------------------------------------------
+
+
+def _sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def _np_step(mode, x, h, w_ih, w_hh, b_ih, b_hh):
+    gx, gh = x @ w_ih.T + b_ih, h[0] @ w_hh.T + b_hh if mode == "LSTM" else h @ w_hh.T + b_hh
+    if mode == "RNN_RELU":
+        return np.maximum(gx + gh, 0)
+    if mode == "GRU":
+        n = h.shape[-1]
+        r, z = _sig(gx[:, :n] + gh[:, :n]), _sig(gx[:, n:2 * n] + gh[:, n:2 * n])
+        cand = np.tanh(gx[:, 2 * n:] + r * gh[:, 2 * n:])
+        return (1 - z) * cand + z * h
+    n = h[0].shape[-1]
+    g = gx + gh
+    c = _sig(g[:, n:2 * n]) * h[1] + _sig(g[:, :n]) * np.tanh(g[:, 2 * n:3 * n])
+    return _sig(g[:, 3 * n:]) * np.tanh(c), c
+
+
+def _np_rnn(mode, net, x, layers, directions, h0=None):
+    """The recurrence written out in NumPy with net's parameters (x: seq first)."""
+    p = {n: v.asnumpy().astype(np.float64) for n, v in net.parameters_and_names()}
+    hidden = net.hidden_size
+    last = []
+    for layer in range(layers):
+        outs = []
+        for d in range(directions):
+            sfx = f"_l{layer}" + ("_reverse" if d else "")
+            k = layer * directions + d
+            if h0 is None:
+                z = np.zeros((x.shape[1], hidden))
+                h = (z, z) if mode == "LSTM" else z
+            else:
+                h = (h0[0][k], h0[1][k]) if mode == "LSTM" else h0[k]
+            seq_out = [None] * x.shape[0]
+            for t in (reversed(range(x.shape[0])) if d else range(x.shape[0])):
+                h = _np_step(mode, x[t], h, p["weight_ih" + sfx], p["weight_hh" + sfx], p["bias_ih" + sfx],
+                             p["bias_hh" + sfx])
+                seq_out[t] = h[0] if mode == "LSTM" else h
+            outs.append(np.stack(seq_out))
+            last.append(h)
+        x = np.concatenate(outs, axis=2)
+    return x, last
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_lstm_gru_rnn_match_numpy(mode):
+    ms.set_context(mode=mode)
+    rng = np.random.default_rng(16)
+    x = rng.standard_normal((4, 3, 5)).astype(np.float32)  # (batch, seq, input) for batch_first
+    lstm = nn.LSTM(5, 6, num_layers=2, batch_first=True, bidirectional=True)
+    h0 = rng.standard_normal((4, 4, 6)).astype(np.float32)
+    c0 = rng.standard_normal((4, 4, 6)).astype(np.float32)
+    out, (h_n, c_n) = lstm(ms.Tensor(x), (ms.Tensor(h0), ms.Tensor(c0)))
+    want, last = _np_rnn("LSTM", lstm, x.swapaxes(0, 1).astype(np.float64), 2, 2, (h0, c0))
+    assert out.shape == (4, 3, 12) and h_n.shape == (4, 4, 6)
+    np.testing.assert_allclose(out.asnumpy(), want.swapaxes(0, 1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(h_n.asnumpy(), np.stack([h for h, _ in last]), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c_n.asnumpy(), np.stack([c for _, c in last]), rtol=1e-4, atol=1e-5)
+    xs = x.swapaxes(0, 1)  # (seq, batch, input)
+    gru = nn.GRU(5, 3)
+    out, h_n = gru(ms.Tensor(xs))
+    want, last = _np_rnn("GRU", gru, xs.astype(np.float64), 1, 1)
+    np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(h_n.asnumpy(), np.stack(last), rtol=1e-4, atol=1e-5)
+    rnn = nn.RNN(5, 4, nonlinearity="relu", num_layers=2)
+    out, h_n = rnn(ms.Tensor(xs))
+    want, last = _np_rnn("RNN_RELU", rnn, xs.astype(np.float64), 2, 1)
+    np.testing.assert_allclose(out.asnumpy(), want, rtol=1e-4, atol=1e-5)
+    cell = nn.LSTMCell(5, 6)
+    h, c = cell(ms.Tensor(xs[0]))
+    p = {n: v.asnumpy().astype(np.float64) for n, v in cell.parameters_and_names()}
+    wh, wc = _np_step("LSTM", xs[0].astype(np.float64), (np.zeros((4, 6)), np.zeros((4, 6))), p["weight_ih"],
+                      p["weight_hh"], p["bias_ih"], p["bias_hh"])
+    np.testing.assert_allclose(h.asnumpy(), wh, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(c.asnumpy(), wc, rtol=1e-4, atol=1e-5)
+    names = [n for n, _ in nn.LSTM(2, 3, bidirectional=True).parameters_and_names()]
+    assert names == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0", "weight_ih_l0_reverse",
+                     "weight_hh_l0_reverse", "bias_ih_l0_reverse", "bias_hh_l0_reverse"]
+    with pytest.raises(ValueError, match="seq_length is not supported"):
+        gru(ms.Tensor(xs), seq_length=ms.Tensor([3, 3, 3, 3]))
+
+
+def test_lstm_gradient_matches_finite_differences():
+    rng = np.random.default_rng(17)
+    lstm = nn.LSTM(3, 2, dtype=ms.float64)
+    x = ms.Tensor(rng.standard_normal((4, 2, 3)))
+    w = lstm.weight_hh_l0
+
+    def loss(weights):
+        return (lstm(x)[0] ** 2).sum()
+
+    (g,) = ms.grad(loss, None, [w])(x)
+    base = w.asnumpy().copy()
+    num = np.zeros_like(base)
+    for idx in np.ndindex(*base.shape):
+        for sign in (1, -1):
+            v = base.copy()
+            v[idx] += sign * 1e-6
+            w.set_data(ms.Tensor(v))
+            num[idx] += sign * float(loss(None).asnumpy()) / 2e-6
+    w.set_data(ms.Tensor(base))
+    np.testing.assert_allclose(g.asnumpy(), num, rtol=1e-5, atol=1e-7)

@@ -28,6 +28,7 @@ from .layer.conv import Conv2d
 from .layer.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .layer.pooling import AvgPool2d, MaxPool2d
 from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
+from .layer.rnns import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .loss import (BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, LossBase, MSELoss, NLLLoss, WithLossCell)
 from .loss import SoftmaxCrossEntropyWithLogits
 from .wrap import TrainOneStepCell
@@ -40,6 +41,7 @@ __all__ = [
     "init", "utils", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer", "PipelineCell",
     "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
     "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
+    "RNN", "GRU", "LSTM", "RNNCell", "GRUCell", "LSTMCell",
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",
     "get_activation",
     "LossBase", "CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "BCEWithLogitsLoss", "WithLossCell",
