@@ -415,3 +415,10 @@ def depend(value, expr):
 
 
 __all__ = sorted(set(__all__) | {"GradOperation", "depend"})
+
+# MindSpore's primitives beyond the first set (spora._primitive).
+from ._primitive import MORE as _MORE_PRIMITIVES  # noqa: E402
+from . import _primitive as _prim  # noqa: E402
+
+globals().update({_n: getattr(_prim, _n) for _n in _MORE_PRIMITIVES})
+__all__ = sorted(set(__all__) | set(_MORE_PRIMITIVES))

@@ -874,3 +874,41 @@ def test_lstm_gradient_matches_finite_differences():
             num[idx] += sign * float(loss(None).asnumpy()) / 2e-6
     w.set_data(ms.Tensor(base))
     np.testing.assert_allclose(g.asnumpy(), num, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_mindspore_primitives_match_numpy(mode):
+    ms.set_context(mode=mode)
+    a = np.array([[1.5, -2.0, 3.0], [4.0, 0.5, -6.0]], np.float32)
+
+    class Net(nn.Cell):  # primitives made in __init__ and called in construct, as MindSpore code does
+        def __init__(self):
+            super().__init__()
+            self.cast, self.shape, self.concat, self.stack = ops.Cast(), ops.Shape(), ops.Concat(1), ops.Stack(0)
+            self.expand, self.squeeze, self.onehot = ops.ExpandDims(), ops.Squeeze(0), ops.OneHot()
+            self.argmax, self.rmax, self.rprod = ops.Argmax(), ops.ReduceMax(keep_dims=True), ops.ReduceProd()
+            self.select, self.zeros_like, self.gather = ops.Select(), ops.ZerosLike(), ops.Gather()
+            self.pow, self.exp, self.maximum, self.equal = ops.Pow(), ops.Exp(), ops.Maximum(), ops.Equal()
+
+        def construct(self, x, labels):
+            n, c = self.shape(x)
+            hot = self.onehot(labels, c, ms.Tensor(1.0), ms.Tensor(0.0))
+            picked = self.gather(x, ms.Tensor([1, 0]), 0)
+            positive = self.select(x > 0, x, self.zeros_like(x))
+            return (self.cast(x, ms.int32), self.concat((x, hot)), self.stack([x, picked]),
+                    self.squeeze(self.expand(x, 0)), self.argmax(x), self.rmax(x, 1), self.rprod(x), positive,
+                    self.pow(x, 2.0), self.exp(x), self.maximum(x, hot), self.equal(x, picked))
+
+    labels = np.array([2, 0], np.int32)
+    got = [t.asnumpy() for t in Net()(ms.Tensor(a), ms.Tensor(labels))]
+    hot = np.eye(3, dtype=np.float32)[labels]
+    want = [a.astype(np.int32), np.concatenate((a, hot), 1), np.stack([a, a[[1, 0]]]), a, a.argmax(-1),
+            a.max(1, keepdims=True), a.prod(), np.where(a > 0, a, 0), a ** 2, np.exp(a), np.maximum(a, hot),
+            a == a[[1, 0]]]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5)
+    assert got[4].dtype == np.int32  # MindSpore's Argmax gives int32
+    np.testing.assert_array_equal(ops.Fill()(ms.float32, (2, 3), 2.5).asnumpy(), np.full((2, 3), 2.5, np.float32))
+    assert ops.Size()(ms.Tensor(a)) == 6
+    with pytest.raises(ValueError, match="only axis=-1"):
+        ops.OneHot(axis=0)
