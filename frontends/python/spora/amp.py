@@ -341,3 +341,72 @@ class _PlainStep:
             _util.before_graph_run(self.network)
             return self._jit(*inputs)
         return self._fn(*inputs)
+
+
+# -- MindSpore 2.x's functional loss scalers --------------------------------------------
+# For a training step written by hand (value_and_grad + optimizer), as
+# MindSpore's mixed-precision tutorial does: scale the loss before the
+# gradients, unscale the loss and gradients after, adjust from all_finite.
+
+
+def _map(fn, inputs):
+    if isinstance(inputs, (tuple, list)):
+        return type(inputs)(_map(fn, x) for x in inputs)
+    return fn(inputs)
+
+
+class StaticLossScaler:
+    """A fixed scale: scale(x) = x * scale_value, unscale(x) = x /
+    scale_value (x a Tensor or a nested tuple/list of them); adjust does
+    nothing."""
+
+    def __init__(self, scale_value):
+        from ._parameter import Parameter
+        if not float(scale_value) > 0:
+            raise ValueError(f"[LossScaler] scale_value must be > 0, got {scale_value}")
+        self.scale_value = Parameter(Tensor(np.array(float(scale_value), np.float32)), name="scale_value",
+                                     requires_grad=False)
+
+    def scale(self, inputs):
+        return _map(lambda x: x * self.scale_value.astype(x.dtype), inputs)
+
+    def unscale(self, inputs):
+        return _map(lambda x: x / self.scale_value.astype(x.dtype), inputs)
+
+    def adjust(self, grads_finite):
+        return False
+
+
+class DynamicLossScaler(StaticLossScaler):
+    """A scale that follows overflow: adjust(grads_finite) -- the bool of
+    all_finite(grads) -- multiplies the scale by scale_factor after
+    scale_window finite steps in a row, and divides it by scale_factor
+    (not below 1) after a step that overflowed. Works eagerly and inside a
+    compiled step (the scale and the counter are Parameters updated by
+    assign_value)."""
+
+    def __init__(self, scale_value, scale_factor, scale_window):
+        super().__init__(scale_value)
+        from ._parameter import Parameter
+        if not float(scale_factor) > 1:
+            raise ValueError(f"[DynamicLossScaler] scale_factor must be > 1, got {scale_factor}")
+        if isinstance(scale_window, bool) or not isinstance(scale_window, int) or scale_window <= 0:
+            raise ValueError(f"[DynamicLossScaler] scale_window must be a positive int, got {scale_window}")
+        self.scale_factor, self.scale_window = float(scale_factor), int(scale_window)
+        self.counter = Parameter(Tensor(np.array(0, np.int32)), name="counter", requires_grad=False)
+
+    def adjust(self, grads_finite):
+        from . import ops
+        finite = grads_finite if isinstance(grads_finite, Tensor) else Tensor(np.array(bool(grads_finite)))
+        zero = ops.zeros_like(self.counter)
+        counter = ops.where(finite, self.counter + 1, zero)
+        grow = counter >= self.scale_window
+        scale = self.scale_value
+        grown = ops.where(grow, scale * self.scale_factor, scale)
+        shrunk = ops.maximum(scale / self.scale_factor, ops.ones_like(scale))
+        self.scale_value.assign_value(ops.where(finite, grown, shrunk))
+        self.counter.assign_value(ops.where(grow, zero, counter))
+        return finite
+
+
+__all__ += ["StaticLossScaler", "DynamicLossScaler"]

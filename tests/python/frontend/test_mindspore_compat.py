@@ -912,3 +912,44 @@ def test_mindspore_primitives_match_numpy(mode):
     assert ops.Size()(ms.Tensor(a)) == 6
     with pytest.raises(ValueError, match="only axis=-1"):
         ops.OneHot(axis=0)
+
+
+def test_functional_loss_scaling_step():
+    from spora.amp import DynamicLossScaler, StaticLossScaler, all_finite
+    x, y = _regression_data()
+    net = nn.Dense(4, 1)
+    loss_fn = nn.MSELoss()
+    optimizer = nn.SGD(net.trainable_params(), 0.05)
+    scaler = DynamicLossScaler(scale_value=2.0 ** 10, scale_factor=2, scale_window=2)
+
+    def forward_fn(data, label):
+        return scaler.scale(loss_fn(net(data), label))
+
+    grad_fn = ms.value_and_grad(forward_fn, None, net.trainable_params())
+
+    def train_step(data, label):
+        loss, grads = grad_fn(data, label)
+        loss = scaler.unscale(loss)
+        is_finite = all_finite(grads)
+        if is_finite:
+            optimizer(scaler.unscale(grads))
+        scaler.adjust(is_finite)
+        return loss
+
+    w, b = net.weight.asnumpy().astype(np.float64), net.bias.asnumpy().astype(np.float64)
+    for _ in range(3):
+        loss = train_step(ms.Tensor(x), ms.Tensor(y)).asnumpy()
+        pred = x @ w.T + b
+        np.testing.assert_allclose(loss, ((pred - y) ** 2).mean(), rtol=1e-5)
+        g = 2 * (pred - y) / pred.size
+        w, b = w - 0.05 * g.T @ x, b - 0.05 * g.sum(0)
+    np.testing.assert_allclose(net.weight.asnumpy(), w, rtol=1e-5)
+    assert scaler.scale_value.asnumpy() == 2.0 ** 11  # grown once after two finite steps
+    # An overflowing step updates nothing and halves the scale.
+    before = net.weight.asnumpy().copy()
+    assert not train_step(ms.Tensor(np.full_like(x, 3e38)), ms.Tensor(y)).asnumpy() < np.inf
+    np.testing.assert_array_equal(net.weight.asnumpy(), before)
+    assert scaler.scale_value.asnumpy() == 2.0 ** 10 and scaler.counter.asnumpy() == 0
+    fixed = StaticLossScaler(8.0)
+    np.testing.assert_array_equal(fixed.unscale(fixed.scale(ms.Tensor([1.5, -2.0]))).asnumpy(), [1.5, -2.0])
+    assert fixed.adjust(ms.Tensor(np.array(False))) is False
