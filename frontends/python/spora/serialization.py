@@ -112,11 +112,32 @@ def _parallel_plan(save_obj):
     return json.dumps(plan)
 
 
+def looks_like_spora_file(path):
+    """Spora's checkpoints and model files start with the 8-byte length of a
+    JSON header (the safetensors layout), so their ninth byte is '{'."""
+    with open(path, "rb") as f:
+        head = f.read(9)
+    return len(head) == 9 and head[8:9] == b"{"
+
+
+def _not_a_checkpoint(path, what):
+    return _C.SporaValueError(
+        f"[{what}] {path} is not a Spora checkpoint; a MindSpore .ckpt (protobuf) cannot be read by Spora. In "
+        f"MindSpore, save the values as NumPy: np.savez('weights.npz', **{{n: p.asnumpy() for n, p in "
+        f"mindspore.load_checkpoint(path).items()}}); then here: spora.load_param_into_net(net, "
+        f"dict(np.load('weights.npz')))")
+
+
 def _read(path, what):
     path = _path(path, what)
     if not os.path.exists(path):
         raise FileNotFoundError(f"[{what}] {path}: no such file")
-    return _C.checkpoint_load(path)
+    try:
+        return _C.checkpoint_load(path)
+    except _C.SporaError:
+        if not looks_like_spora_file(path):
+            raise _not_a_checkpoint(path, what) from None
+        raise
 
 
 def load_checkpoint(ckpt_file_name, net=None, strict_load=True, filter_prefix=None, choice_func=None):
@@ -145,7 +166,12 @@ def load_checkpoint_metadata(ckpt_file_name):
     path = _path(ckpt_file_name, "load_checkpoint")
     if not os.path.exists(path):
         raise FileNotFoundError(f"[load_checkpoint] {path}: no such file")
-    return json.loads(_C.checkpoint_metadata(path))
+    try:
+        return json.loads(_C.checkpoint_metadata(path))
+    except _C.SporaError:
+        if not looks_like_spora_file(path):
+            raise _not_a_checkpoint(path, "load_checkpoint") from None
+        raise
 
 
 def load_param_into_net(net, parameter_dict, strict_load=True):

@@ -953,3 +953,16 @@ def test_functional_loss_scaling_step():
     fixed = StaticLossScaler(8.0)
     np.testing.assert_array_equal(fixed.unscale(fixed.scale(ms.Tensor([1.5, -2.0]))).asnumpy(), [1.5, -2.0])
     assert fixed.adjust(ms.Tensor(np.array(False))) is False
+
+
+def test_a_mindspore_checkpoint_is_refused_with_the_numpy_route(tmp_path):
+    (tmp_path / "from_mindspore.ckpt").write_bytes(b"\x0a\x0c\x0a\x06weight\x12\x02\x08\x01")
+    with pytest.raises(ms.SporaValueError, match=r"not a Spora checkpoint.*np\.savez"):
+        ms.load_checkpoint(str(tmp_path / "from_mindspore.ckpt"))
+    # The route the message gives: weights as NumPy arrays, loaded by name.
+    source, target = _mlp(), _mlp()
+    np.savez(tmp_path / "weights.npz", **{n: p.asnumpy() for n, p in source.parameters_and_names()})
+    not_loaded, _ = ms.load_param_into_net(target, dict(np.load(tmp_path / "weights.npz")))
+    assert not_loaded == []
+    x = ms.Tensor(np.ones((2, 3, 4), np.float32))
+    np.testing.assert_array_equal(target(x).asnumpy(), source(x).asnumpy())

@@ -7,21 +7,14 @@ from .. import _C, Tensor
 from .cell import Cell
 
 
-def _looks_like_spora_model(path):
-    """A Spora model file starts with the 8-byte length of a JSON header
-    (the safetensors layout), so its ninth byte is '{'."""
-    with open(path, "rb") as f:
-        head = f.read(9)
-    return len(head) == 9 and head[8:9] == b"{"
-
-
 def _open(path, device):
     if not os.path.exists(path):
         raise FileNotFoundError(f"[load] {path}: no such file")
     try:
         return _C.Model(path, device)
     except _C.SporaError:
-        if path.lower().endswith(".mindir") and not _looks_like_spora_model(path):
+        from ..serialization import looks_like_spora_file
+        if path.lower().endswith(".mindir") and not looks_like_spora_file(path):
             raise ValueError(f"[load] {path} is not a Spora model: a MindIR file written by MindSpore cannot be "
                              f"read by Spora. Export the network with spora.export(net, x, file_name=..., "
                              f"file_format='MINDIR'), or from MindSpore to ONNX and load the .onnx file") from None
