@@ -461,6 +461,17 @@ def _repr(self):
     return f"Tensor({head},\n       {body})"
 
 
+def _format(self, spec):
+    """f"{loss:.4f}": a format spec formats a one-element tensor's value (as
+    PyTorch does); an empty spec is str(tensor)."""
+    if not spec:
+        return _repr(self)
+    if self.size != 1:
+        raise TypeError(f"[tensor] format spec {spec!r} needs a tensor with one element, got shape {self.shape}; "
+                        f"format t.asnumpy() instead")
+    return format(self.item(), spec)
+
+
 def _array(self, dtype=None, copy=None):
     a = self.asnumpy()
     return a if dtype is None else a.astype(dtype)
@@ -555,7 +566,7 @@ _METHODS = dict(
     __or__=lambda a, b: _logical("logical_or")(a, b), __ror__=lambda a, b: _logical("logical_or")(b, a),
     __xor__=lambda a, b: _logical("logical_xor")(a, b), __rxor__=lambda a, b: _logical("logical_xor")(b, a),
     __invert__=_invert, __pos__=lambda self: self,
-    __getitem__=getitem, __setitem__=setitem, __iter__=_iter, __repr__=_repr, __str__=_repr,
+    __getitem__=getitem, __setitem__=setitem, __iter__=_iter, __repr__=_repr, __str__=_repr, __format__=_format,
     __array__=_array, __reduce_ex__=_reduce_ex, init_data=init_data,
     float=_item_cast(D.float32), double=_item_cast(D.float64), half=_item_cast(D.float16),
     bfloat16=_item_cast(D.bfloat16), long=_item_cast(D.int64), int=_item_cast(D.int32), bool=_item_cast(D.bool_),

@@ -85,6 +85,15 @@ def test_tensor_size_attributes_match_numpy():
     assert (s.strides, s.nbytes) == ((), 4)
 
 
+def test_format_spec_formats_a_one_element_tensor():
+    loss = ms.Tensor(np.float32(0.123456))
+    assert f"loss: {loss:>7f}" == f"loss: {np.float32(0.123456):>7f}" and f"{loss:.2f}" == "0.12"
+    assert f"{ms.Tensor([7]):>3d}" == "  7"
+    assert f"{loss}" == str(loss)
+    with pytest.raises(TypeError, match="needs a tensor with one element"):
+        f"{ms.Tensor([1.0, 2.0]):.2f}"
+
+
 def test_from_numpy_shares_memory():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     t = ms.Tensor.from_numpy(a)
