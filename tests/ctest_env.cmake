@@ -23,3 +23,20 @@ endif()
 if(NOT DEFINED ENV{SPORA_SIM_LAG_US})
   set(ENV{SPORA_SIM_LAG_US} 1000)
 endif()
+
+# Plugin verdicts (plugin_verdict_cache.cpp) go to a directory of this build
+# tree, not the user's ~/.cache/spora: a test run leaves nothing behind and
+# no verdict from another build or checkout decides one here. Tests that
+# test the cache set their own.
+set(ENV{SPORA_PLUGIN_CACHE_DIR} "${SPORA_TEST_BINARY_DIR}/plugin-cache")
+
+# SPORA_SANITIZE builds (cmake/SporaSanitize.cmake): stack traces in UBSan
+# reports; LeakSanitizer's suppressions (tests/lsan.supp, each entry with
+# its reason). The Python tests' interpreter gets the ASan runtime preloaded
+# and leak detection off through its wrapper (tests/CMakeLists.txt).
+if(SPORA_SANITIZE_UNDEFINED AND NOT DEFINED ENV{UBSAN_OPTIONS})
+  set(ENV{UBSAN_OPTIONS} "print_stacktrace=1")
+endif()
+if(SPORA_SANITIZE_ADDRESS AND NOT DEFINED ENV{LSAN_OPTIONS})
+  set(ENV{LSAN_OPTIONS} "suppressions=${SPORA_TEST_SOURCE_DIR}/lsan.supp:print_suppressions=0")
+endif()

@@ -1,0 +1,70 @@
+# SPORA_SANITIZE: build everything (core, plugins, tools, tests, the Python
+# extension) under AddressSanitizer and/or UndefinedBehaviorSanitizer, so
+# that the ctest suite is a sanitizer run (docs/security.md). Accepts
+# "address", "undefined" or "address,undefined"; empty (the default) is a
+# normal build. Use a build directory of its own:
+#
+#   cmake -S . -B build-asan -G Ninja -DSPORA_SANITIZE=address,undefined
+#
+# UBSan findings are not recoverable here (-fno-sanitize-recover=undefined):
+# a report ends the process with a failing status, so a test that triggers
+# one fails instead of passing with a line in its log.
+set(SPORA_SANITIZE "" CACHE STRING "sanitizers for the whole build: address, undefined or address,undefined (empty: none)")
+
+set(SPORA_SANITIZE_ADDRESS OFF)
+set(SPORA_SANITIZE_UNDEFINED OFF)
+set(SPORA_SANITIZE_RUNTIME "")
+if(NOT SPORA_SANITIZE STREQUAL "")
+  string(REPLACE "," ";" _spora_san_list "${SPORA_SANITIZE}")
+  foreach(s ${_spora_san_list})
+    string(STRIP "${s}" s)
+    if(s STREQUAL "address")
+      set(SPORA_SANITIZE_ADDRESS ON)
+    elseif(s STREQUAL "undefined")
+      set(SPORA_SANITIZE_UNDEFINED ON)
+    else()
+      message(FATAL_ERROR "SPORA_SANITIZE=${SPORA_SANITIZE}: '${s}' is not one of address, undefined")
+    endif()
+  endforeach()
+  set(_spora_san)
+  if(SPORA_SANITIZE_ADDRESS)
+    list(APPEND _spora_san address)
+  endif()
+  if(SPORA_SANITIZE_UNDEFINED)
+    list(APPEND _spora_san undefined)
+  endif()
+  string(REPLACE ";" "," _spora_san "${_spora_san}")
+  set(_spora_san_flags -fsanitize=${_spora_san} -fno-omit-frame-pointer)
+  if(SPORA_SANITIZE_UNDEFINED)
+    list(APPEND _spora_san_flags -fno-sanitize-recover=undefined)
+  endif()
+  # C and C++ only: nvcc and hipcc take none of these.
+  foreach(f ${_spora_san_flags})
+    add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:${f}>)
+  endforeach()
+  add_link_options(${_spora_san_flags})
+
+  # A Python interpreter is not built with ASan, so the runtime must be
+  # loaded first when it imports the extension or dlopens libspora.so
+  # (tests/ctest_env.cmake sets LD_PRELOAD from this).
+  if(SPORA_SANITIZE_ADDRESS)
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+      set(_spora_asan_lib libclang_rt.asan-${CMAKE_SYSTEM_PROCESSOR}.so)
+    else()
+      set(_spora_asan_lib libasan.so)
+    endif()
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_spora_asan_lib}
+      OUTPUT_VARIABLE SPORA_SANITIZE_RUNTIME OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT IS_ABSOLUTE "${SPORA_SANITIZE_RUNTIME}" OR NOT EXISTS "${SPORA_SANITIZE_RUNTIME}")
+      message(FATAL_ERROR "SPORA_SANITIZE=${SPORA_SANITIZE}: ${CMAKE_CXX_COMPILER} -print-file-name=${_spora_asan_lib} "
+        "found no ASan runtime (got '${SPORA_SANITIZE_RUNTIME}'); the Python tests need it preloaded")
+    endif()
+  endif()
+
+  # The GPU plugins' device code is compiled by nvcc/hipcc, which the flags
+  # above skip, and their tests need a GPU; a sanitizer build leaves them out.
+  # Normal variables: they shadow the cache for this configure only.
+  set(SPORA_WITH_CUDA OFF)
+  set(SPORA_WITH_ROCM OFF)
+  message(STATUS "Spora: sanitizer build (-fsanitize=${_spora_san}); the CUDA and ROCm plugins are not built in it")
+endif()
