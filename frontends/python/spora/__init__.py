@@ -16,6 +16,7 @@ from ._C import (SporaError, SporaValueError, SporaTypeError, BackendUnavailable
                  UntraceableError, from_dlpack)
 from ._dtype import (DType, float32, float64, float16, bfloat16, int32, int64, uint8, bool_)  # noqa: E402
 from ._tensor import Tensor  # noqa: E402
+from . import _tensor_extra  # noqa: E402,F401  (more Tensor methods)
 from ._parameter import Parameter  # noqa: E402
 from ._context import (PYNATIVE_MODE, GRAPH_MODE, devices, set_device, get_device, set_context,  # noqa: E402
                        get_context, STRICT, COMPATIBLE, LAX)

@@ -975,3 +975,86 @@ def test_a_mindspore_checkpoint_is_refused_with_the_numpy_route(tmp_path):
     assert not_loaded == []
     x = ms.Tensor(np.ones((2, 3, 4), np.float32))
     np.testing.assert_array_equal(target(x).asnumpy(), source(x).asnumpy())
+
+
+# -- more Tensor methods ---------------------------------------------------------------------
+
+
+def test_more_tensor_methods_match_numpy():
+    rng = np.random.default_rng(18)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    a[1, 2] = np.inf
+    a[2, 0] = np.nan
+    x = ms.Tensor(a)
+    assert (x.numel(), x.nelement(), x.dim(), x.ndimension()) == (12, 12, 2, 2)
+    np.testing.assert_array_equal(x.isnan().asnumpy(), np.isnan(a))
+    np.testing.assert_array_equal(x.isinf().asnumpy(), np.isinf(a))
+    np.testing.assert_array_equal(x.isfinite().asnumpy(), np.isfinite(a))
+    np.testing.assert_array_equal(ms.Tensor([1, 2]).isfinite().asnumpy(), [True, True])
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    y = ms.Tensor(b)
+    for name, want in (("gt", b > 0), ("ge", b >= 0), ("lt", b < 0), ("le", b <= 0), ("ne", b != 0),
+                       ("equal", b == 0)):
+        np.testing.assert_array_equal(getattr(y, name)(0.0).asnumpy(), want, err_msg=name)
+    np.testing.assert_array_equal(y.gt(0).logical_and(y.lt(1)).asnumpy(), (b > 0) & (b < 1))
+    np.testing.assert_array_equal(y.gt(0).logical_or(y.lt(-1)).asnumpy(), (b > 0) | (b < -1))
+    np.testing.assert_array_equal(y.gt(0).logical_not().asnumpy(), ~(b > 0))
+    np.testing.assert_array_equal(y.masked_fill(y > 0, -7.0).asnumpy(), np.where(b > 0, -7.0, b))
+    np.testing.assert_array_equal(y.negative().asnumpy(), -b)
+    np.testing.assert_array_equal(y.ravel().asnumpy(), b.ravel())
+    np.testing.assert_array_equal(y.view_as(ms.Tensor(np.zeros((4, 3)))).asnumpy(), b.reshape(4, 3))
+    np.testing.assert_array_equal(ms.Tensor(b[0]).expand_as(y).asnumpy(), np.broadcast_to(b[0], (3, 4)))
+    assert y.type_as(ms.Tensor([1])).dtype == ms.int64
+    assert y.new_zeros((2, 2)).dtype == ms.float32 and y.new_ones(3, ms.int32).asnumpy().tolist() == [1, 1, 1]
+    assert y.tolist() == b.tolist() and y.contiguous() is y and y.is_contiguous()
+    c = y.copy()
+    c[0, 0] = 100.0
+    assert y.asnumpy()[0, 0] == b[0, 0] and c.asnumpy()[0, 0] == 100.0
+    np.testing.assert_array_equal(y.gather(ms.Tensor([2, 0]), 1).asnumpy(), np.take(b, [2, 0], axis=1))
+    np.testing.assert_array_equal(y.index_select(0, ms.Tensor([1, 1])).asnumpy(), b[[1, 1]])
+    np.testing.assert_array_equal(y.gt(0).nonzero().asnumpy(), np.argwhere(b > 0))
+    vals, idx = y.sort(axis=1)
+    np.testing.assert_array_equal(vals.asnumpy(), np.sort(b, axis=1))
+    np.testing.assert_array_equal(idx.asnumpy(), np.argsort(b, axis=1))
+    vals, idx = y.sort(axis=0, descending=True)
+    np.testing.assert_array_equal(vals.asnumpy(), -np.sort(-b, axis=0))
+    vals, idx = y.topk(2)
+    np.testing.assert_array_equal(vals.asnumpy(), -np.sort(-b, axis=1)[:, :2])
+    v = ms.Tensor(np.arange(10, dtype=np.float32))
+    assert [t.asnumpy().tolist() for t in v.split(4)] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert [t.shape for t in v.split([3, 7])] == [(3,), (7,)]
+    assert [t.shape for t in y.chunk(2, axis=1)] == [(3, 2), (3, 2)]
+    np.testing.assert_array_equal(y.repeat(2, axis=1).asnumpy(), np.repeat(b, 2, axis=1))
+    np.testing.assert_array_equal(y.repeat([1, 0, 2], axis=0).asnumpy(), np.repeat(b, [1, 0, 2], axis=0))
+    np.testing.assert_array_equal(y.repeat(2).asnumpy(), np.repeat(b, 2))
+    np.testing.assert_array_equal(y.roll(1, 0).asnumpy(), np.roll(b, 1, 0))
+    np.testing.assert_array_equal(y.roll((2, -1), (1, 0)).asnumpy(), np.roll(b, (2, -1), (1, 0)))
+    np.testing.assert_array_equal(y.roll(5).asnumpy(), np.roll(b, 5))
+    for ord_ in (None, 1, 2, 3, np.inf, -np.inf, 0):
+        np.testing.assert_allclose(y.norm(ord_, dim=1).asnumpy(), np.linalg.norm(b, ord_, axis=1), rtol=1e-5,
+                                   err_msg=str(ord_))
+    np.testing.assert_allclose(y.norm().asnumpy(), np.linalg.norm(b), rtol=1e-5)
+    np.testing.assert_array_equal(y.diag().asnumpy(), np.diag(b))
+    np.testing.assert_array_equal(ms.Tensor(b[0]).diag().asnumpy(), np.diag(b[0]))
+    m1, m2 = rng.standard_normal((3, 5)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    np.testing.assert_allclose(y.addmm(ms.Tensor(m1), ms.Tensor(m2), beta=0.5, alpha=2.0).asnumpy(),
+                               0.5 * b + 2.0 * m1 @ m2, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(y.lerp(ms.Tensor(m1[:, :4]), 0.25).asnumpy(), b + 0.25 * (m1[:, :4] - b), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_array_equal(ms.Tensor(b[0]).outer(ms.Tensor(b[1])).asnumpy(), np.outer(b[0], b[1]))
+
+
+def test_tensor_methods_trace_and_differentiate():
+    b = np.array([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]], np.float32)
+
+    @ms.jit
+    def f(t):
+        return t.roll(1, 1).repeat(2, axis=0).norm(dim=1) + t.diag().sum()
+
+    want = np.linalg.norm(np.repeat(np.roll(b, 1, 1), 2, axis=0), axis=1) + np.diag(b).sum()
+    np.testing.assert_allclose(f(ms.Tensor(b)).asnumpy(), want, rtol=1e-5)
+    g = ms.grad(lambda t: t.norm())(ms.Tensor(b))
+    np.testing.assert_allclose(g.asnumpy(), b / np.linalg.norm(b), rtol=1e-5)
+    g = ms.grad(lambda t: (t.repeat(3, axis=1) * ms.Tensor(np.arange(18, dtype=np.float32).reshape(2, 9))).sum())(
+        ms.Tensor(b))
+    np.testing.assert_allclose(g.asnumpy(), np.arange(18, dtype=np.float32).reshape(2, 3, 3).sum(-1))
