@@ -225,7 +225,7 @@ class Concat(_Composite):
 
     def __call__(self, input_x):
         from . import ops
-        return ops.concat(tuple(input_x), self.axis)
+        return ops.concat(tuple(input_x), axis=self.axis)
 
 
 class Stack(_Composite):
@@ -234,7 +234,7 @@ class Stack(_Composite):
 
     def __call__(self, input_x):
         from . import ops
-        return ops.stack(list(input_x), self.axis)
+        return ops.stack(list(input_x), axis=self.axis)
 
 
 class ExpandDims(_Composite):
@@ -310,19 +310,19 @@ class Fill(_Composite):
 class Zeros(_Composite):
     def __call__(self, shape, type):
         from . import ops
-        return ops.zeros(shape, type)
+        return ops.zeros(shape, dtype=type)
 
 
 class Ones(_Composite):
     def __call__(self, shape, type):
         from . import ops
-        return ops.ones(shape, type)
+        return ops.ones(shape, dtype=type)
 
 
 class Gather(_Composite):
     def __call__(self, input_params, input_indices, axis):
         from . import ops
-        return ops.gather(input_params, input_indices, int(axis))
+        return ops.gather(input_params, input_indices, axis=int(axis))
 
 
 class Select(_Composite):

@@ -77,12 +77,14 @@ def type_as(self, other):
 
 def new_zeros(self, size, dtype=None):
     from . import ops
-    return ops.zeros(tuple(size) if not isinstance(size, int) else (size,), dtype or self.dtype, device=self.device)
+    return ops.zeros(tuple(size) if not isinstance(size, int) else (size,), dtype=dtype or self.dtype,
+                     device=self.device)
 
 
 def new_ones(self, size, dtype=None):
     from . import ops
-    return ops.ones(tuple(size) if not isinstance(size, int) else (size,), dtype or self.dtype, device=self.device)
+    return ops.ones(tuple(size) if not isinstance(size, int) else (size,), dtype=dtype or self.dtype,
+                     device=self.device)
 
 
 # -- comparisons and masks ---------------------------------------------------------------

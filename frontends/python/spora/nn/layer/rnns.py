@@ -104,7 +104,7 @@ class _RNNBase(Cell):
         for t in steps:
             h = _rnn_step(self.mode, proj[t], h, w_hh, b_hh)
             outs[t] = h[0] if self.mode == "LSTM" else h
-        return ops.stack(outs, 0), h
+        return ops.stack(outs, axis=0), h
 
     def _initial(self, x, hx):
         name = type(self).__name__
@@ -112,7 +112,7 @@ class _RNNBase(Cell):
         batch = x.shape[1]
         want = (n, batch, self.hidden_size)
         if hx is None:
-            z = ops.zeros(want, x.dtype, device=x.device)
+            z = ops.zeros(want, dtype=x.dtype, device=x.device)
             return (z, z) if self.mode == "LSTM" else z
         parts = hx if self.mode == "LSTM" else (hx,)
         if self.mode == "LSTM" and (not isinstance(hx, (tuple, list)) or len(hx) != 2):
@@ -147,13 +147,13 @@ class _RNNBase(Cell):
                     last_c.append(last[1])
                 else:
                     last_h.append(last)
-            x = outs[0] if len(outs) == 1 else ops.concat(outs, 2)
+            x = outs[0] if len(outs) == 1 else ops.concat(outs, axis=2)
             if layer + 1 < self.num_layers and self.dropout > 0:
                 x = self.dropout_layer(x)
         output = x.swapaxes(0, 1) if self.batch_first else x
-        h_n = ops.stack(last_h, 0)
+        h_n = ops.stack(last_h, axis=0)
         if self.mode == "LSTM":
-            return output, (h_n, ops.stack(last_c, 0))
+            return output, (h_n, ops.stack(last_c, axis=0))
         return output, h_n
 
     def extend_repr(self):
@@ -219,7 +219,7 @@ class _CellBase(Cell):
         return _rnn_step(self.mode, proj, h, self.weight_hh, self.bias_hh if self.has_bias else None)
 
     def _zeros(self, x):
-        return ops.zeros((x.shape[0], self.hidden_size), x.dtype, device=x.device)
+        return ops.zeros((x.shape[0], self.hidden_size), dtype=x.dtype, device=x.device)
 
 
 class RNNCell(_CellBase):
