@@ -16,6 +16,7 @@ pkgs=(
   python3 python3-venv python3-dev
   dataset-fashion-mnist   # the Python main job's data (IDX files, no download)
   zlib1g-dev              # gzip IDX files in the data pipeline (core/src/data)
+  libjpeg62-turbo-dev libpng-dev  # JPEG/PNG decoding in the data pipeline (vision.Decode, ImageFolderDataset)
   hipcc libamdhip64-dev   # builds the ROCm plugin (hipcc 5.2, gfx90a); no AMD GPU needed
   libopenmpi-dev openmpi-bin  # the mpi collective plugin and its tests (mpirun)
   libze-dev clang-14 llvm-spirv-14 ocl-icd-opencl-dev pocl-opencl-icd  # plugins/ze: Level Zero loader, OpenCL C -> SPIR-V, kernel-math test on PoCL

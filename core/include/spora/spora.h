@@ -878,6 +878,7 @@ SPORA_API spora_status_t spora_dataset_shuffle(const spora_dataset_t* ds, int64_
  *   "normalize"  mean, std (floats: one per channel, or one), is_hwc (bool, true): (x - mean) / std as f32
  *   "one_hot"    num_classes (int): scalar integer label -> (num_classes,) of its dtype
  *   "hwc2chw"    HWC -> CHW (HW -> 1HW)
+ *   "decode"     encoded JPEG/PNG bytes (1-D uint8) -> HWC uint8 RGB (spora_image_decode)
  *   "random_horizontal_flip"  prob (float, 0.5)
  *   "random_crop" size (ints [h, w] or [s]), padding (ints [p], [lr, tb] or [l, t, r, b]), fill_value (int, 0)
  * `attrs` may be NULL. An unknown name is SPORA_ERROR_NOT_FOUND. */
@@ -916,6 +917,17 @@ SPORA_API spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spo
                                                  int32_t* has_row);
 /* Stops the pipeline (mid-epoch is fine). NULL is a no-op. */
 SPORA_API spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter);
+/* Decodes one JPEG (libjpeg-turbo) or PNG (libpng) image of `size` bytes
+ * into a new HWC uint8 RGB tensor on `device` (grey and palette images
+ * expanded to RGB, alpha composited onto black, 16-bit samples reduced to
+ * 8). `name` (NULL: "image") names the image in errors, e.g. its file: a
+ * corrupt or truncated image (libjpeg's corrupt-data warnings included),
+ * another format, or more than 2^28 pixels is SPORA_ERROR_INVALID_ARGUMENT
+ * naming it; a format this build lacks the library for is
+ * SPORA_ERROR_UNIMPLEMENTED. The "decode" transform does the same in a
+ * pipeline. */
+SPORA_API spora_status_t spora_image_decode(const void* data, size_t size, const char* name, spora_device_t* device,
+                                            spora_tensor_t** out);
 
 #ifdef __cplusplus
 } /* extern "C" */

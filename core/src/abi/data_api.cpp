@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "abi/abi.h"
+#include "data/image_decode.h"
 #include "data/iterator.h"
 #include "runtime/device.h"
 
@@ -206,6 +207,20 @@ spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spora_tensor_
 
 spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter) {
   return guard([&] { delete iter; });
+}
+
+spora_status_t spora_image_decode(const void* data, size_t size, const char* name, spora_device_t* device,
+                                  spora_tensor_t** out) {
+  return guard([&] {
+    const char* fn = "spora_image_decode";
+    need(out, fn, "out");
+    spora::Device* d = from_handle(need(device, fn, "device"));
+    if (size && !data) fail(Code::kInvalidArgument, "[{}] data is null", fn);
+    const spora::data::Column c =
+        spora::data::decode_image(static_cast<const uint8_t*>(data), size, name ? name : "image");
+    const spora::Shape s = spora::Shape::from(c.shape.data(), static_cast<int32_t>(c.shape.size()), fn);
+    *out = new spora_tensor_t{spora::tensor_from_host(d, c.dtype, s, c.bytes.data(), c.bytes.size())};
+  });
 }
 
 }  // extern "C"

@@ -37,6 +37,7 @@ using TransformPtr = std::shared_ptr<const Transform>;
 //   normalize       mean, std (floats, one per channel or one for all), is_hwc (bool, default true)
 //   one_hot         num_classes (int): a scalar integer label -> (num_classes,) of its dtype
 //   hwc2chw         (none)
+//   decode          (none): encoded JPEG/PNG bytes (1-D uint8) -> HWC uint8 RGB
 //   random_horizontal_flip   prob (float, default 0.5)
 //   random_crop     size (ints: [h, w] or [s]), padding (ints: [] / [p] / [lr, tb] / [l, t, r, b]),
 //                   fill_value (int, default 0)

@@ -4,6 +4,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "data/image_decode.h"
 #include "data/transforms.h"
 #include "support/error.h"
 
@@ -175,6 +176,18 @@ class Hwc2Chw final : public Transform {
   }
 };
 
+// Encoded JPEG/PNG bytes (a 1-D uint8 column) -> HWC uint8 RGB.
+class Decode final : public Transform {
+ public:
+  const char* name() const override { return "decode"; }
+  Column apply(const Column& in, const RandomKey&) const override {
+    if (in.dtype != SPORA_DTYPE_U8 || in.shape.size() != 1)
+      fail(Code::kInvalidArgument, "[dataset decode] expects the encoded image as 1-D uint8 bytes, got {} {}",
+           dtype_name(in.dtype), shape_str(in.shape));
+    return decode_image(in.bytes.data(), in.bytes.size(), "image");
+  }
+};
+
 }  // namespace
 
 Column cast_column(const Column& in, DType dtype, const char* who) {
@@ -239,6 +252,7 @@ TransformPtr make_basic_transform(const std::string& name, const Attrs& a) {
     return std::make_shared<OneHot>(static_cast<int64_t>(n));
   }
   if (name == "hwc2chw") return std::make_shared<Hwc2Chw>();
+  if (name == "decode") return std::make_shared<Decode>();
   return nullptr;
 }
 
@@ -246,7 +260,7 @@ TransformPtr make_transform(const std::string& name, const Attrs& attrs) {
   if (TransformPtr t = make_basic_transform(name, attrs)) return t;
   if (TransformPtr t = make_random_transform(name, attrs)) return t;
   fail(Code::kNotFound,
-       "[dataset] unknown transform '{}' (known: type_cast, rescale, normalize, one_hot, hwc2chw, "
+       "[dataset] unknown transform '{}' (known: type_cast, rescale, normalize, one_hot, hwc2chw, decode, "
        "random_horizontal_flip, random_crop)",
        name);
 }

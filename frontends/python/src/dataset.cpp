@@ -51,6 +51,21 @@ std::vector<const char*> cstrs(const std::vector<std::string>& v) {
 }  // namespace
 
 void bind_dataset(nb::module_& m) {
+  m.def(
+      "decode_image",
+      [](nb::bytes data, const std::string& name) {
+        spora_device_t* cpu = find_device("cpu");
+        spora_tensor_t* out = nullptr;
+        spora_status_t s;
+        {
+          nb::gil_scoped_release unlocked;  // decoding runs while other threads hold the GIL
+          s = spora_image_decode(data.c_str(), data.size(), name.c_str(), cpu, &out);
+        }
+        check(s, false);
+        return wrap_handle(out);
+      },
+      nb::arg("data"), nb::arg("name"), "JPEG/PNG bytes -> an HWC uint8 RGB Tensor on cpu (spora_image_decode).");
+
   nb::class_<PyTransform>(m, "DataTransform", "A built-in per-sample transform (spora_transform_create).")
       .def(
           "__init__",

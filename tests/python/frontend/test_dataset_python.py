@@ -359,3 +359,80 @@ def test_take_and_skip():
     assert [int(r[0]) for r in d.skip(8)] == [8, 9] and len(d.skip(8)) == 2
     (b,), = rows(d.skip(2).take(3).batch(3))
     assert b.tolist() == [2, 3, 4]
+
+
+# -- ImageFolderDataset and Decode (libjpeg-turbo, libpng) ----------------------------------
+
+
+def image_tree(root):
+    from PIL import Image  # matplotlib's dependency: in the test environment
+    rng = np.random.default_rng(4)
+    pics = {}
+    for cls, n in (("cat", 2), ("dog", 3)):
+        (root / cls).mkdir()
+        for i in range(n):
+            rgb = rng.integers(0, 256, (5 + i, 7, 3)).astype(np.uint8)
+            if i % 2 == 0:
+                path = root / cls / f"{i}.png"
+                Image.fromarray(rgb).save(path)
+                pics[str(path)] = rgb
+            else:
+                path = root / cls / f"{i}.jpg"
+                Image.fromarray(rgb).save(path, quality=95)
+                pics[str(path)] = np.asarray(Image.open(path).convert("RGB"))  # PIL's own decode
+    (root / "dog" / "notes.txt").write_text("not an image")
+    return pics
+
+
+def test_image_folder_decodes_jpeg_and_png(tmp_path):
+    pics = image_tree(tmp_path)
+    d = ds.ImageFolderDataset(str(tmp_path), extensions=[".png", ".jpg"], shuffle=False)
+    assert d.get_dataset_size() == 5 and d.get_class_indexing() == {"cat": 0, "dog": 1}
+    raw = rows(d)
+    assert raw[0][0].dtype == np.uint8 and raw[0][0].ndim == 1 and [int(r[1]) for r in raw] == [0, 0, 1, 1, 1]
+    decoded = rows(d.map(vision.Decode(), "image"))
+    eager = rows(ds.ImageFolderDataset(str(tmp_path), extensions=[".png", ".jpg"], shuffle=False, decode=True))
+    for (img, _), (img2, _), path in zip(decoded, eager, d.files):
+        want = pics[path]
+        assert img.shape == want.shape and img.dtype == np.uint8
+        np.testing.assert_array_equal(img, img2)
+        if path.endswith(".png"):
+            np.testing.assert_array_equal(img, want)  # lossless
+        else:
+            assert np.abs(img.astype(int) - want).max() <= 2  # libjpeg-turbo vs PIL's bundled one
+    # one image, eagerly, from bytes; grey PNG expands to RGB
+    from PIL import Image
+    grey = np.arange(12, dtype=np.uint8).reshape(3, 4) * 20
+    Image.fromarray(grey).save(tmp_path / "g.png")
+    rgb = vision.Decode()((tmp_path / "g.png").read_bytes())
+    assert rgb.shape == (3, 4, 3) and (rgb == grey[..., None]).all()
+    # class_indexing picks and numbers classes
+    only = ds.ImageFolderDataset(str(tmp_path), class_indexing={"dog": 7}, extensions=[".jpg", ".png"])
+    assert sorted(int(r[1]) for r in rows(only)) == [7, 7, 7]
+    # the tutorial-style pipeline to NCHW float batches
+    b = ds.ImageFolderDataset(str(tmp_path), extensions=[".png"], decode=True).map(
+        [vision.RandomCrop(4), vision.Rescale(1 / 255, 0), vision.HWC2CHW()], "image").batch(3)
+    image, label = next(b.create_tuple_iterator())
+    assert image.shape == (3, 3, 4, 4) and image.dtype == spora.float32
+
+
+def test_a_corrupt_image_names_its_file(tmp_path):
+    pics = image_tree(tmp_path)
+    jpg = next(p for p in pics if p.endswith(".jpg"))
+    data = open(jpg, "rb").read()
+    open(jpg, "wb").write(data[:len(data) // 2])  # cut off mid-scan
+    with pytest.raises(spora.SporaError, match=rf"decode\] {jpg}: corrupt JPEG image"):
+        list(ds.ImageFolderDataset(str(tmp_path), extensions=[".jpg"], decode=True))
+    with pytest.raises(spora.SporaError, match="corrupt JPEG image") as info:
+        list(ds.ImageFolderDataset(str(tmp_path), extensions=[".jpg"]).map(vision.Decode(), "image"))
+    assert f"(file {jpg})" in "".join(traceback.format_exception(info.value))
+    png = next(p for p in pics if p.endswith(".png"))
+    data = bytearray(open(png, "rb").read())
+    data[40:60] = bytes(20)  # garbled compressed data (CRC and zlib checks fail)
+    open(png, "wb").write(bytes(data))
+    with pytest.raises(spora.SporaError, match=rf"decode\] {png}: corrupt PNG image"):
+        list(ds.ImageFolderDataset(str(tmp_path), extensions=[".png"], decode=True, shuffle=False))
+    with pytest.raises(spora.SporaError, match=r"notes.txt: not a JPEG or PNG image \(first bytes 6e 6f 74"):
+        list(ds.ImageFolderDataset(str(tmp_path), extensions=[".txt"], decode=True))
+    with pytest.raises(ValueError, match="expects the encoded image as 1-D uint8 bytes"):
+        vision.Decode()(np.zeros((2, 2), np.uint8))

@@ -21,11 +21,12 @@ from .fashion_mnist import CLASSES as FASHION_MNIST_CLASSES
 from .fashion_mnist import load_fashion_mnist
 from .generator import GeneratorDataset
 from .idx import read_idx
+from .image_folder import ImageFolderDataset
 from .samplers import (DistributedSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,
                        SubsetSampler)
 from .sources import FashionMnistDataset, MnistDataset, NumpySlicesDataset
 
 __all__ = ["Dataset", "BatchDataset", "NumpySlicesDataset", "MnistDataset", "FashionMnistDataset",
-           "GeneratorDataset", "CSVDataset", "Shuffle", "Sampler", "SequentialSampler", "RandomSampler", "DistributedSampler",
+           "GeneratorDataset", "CSVDataset", "ImageFolderDataset", "Shuffle", "Sampler", "SequentialSampler", "RandomSampler", "DistributedSampler",
            "SubsetSampler", "SubsetRandomSampler",
            "FASHION_MNIST_CLASSES", "load_fashion_mnist", "read_idx", "config", "transforms", "vision"]

@@ -83,6 +83,12 @@ class _GeneratorSource:
             self._used_once = True
         return iter(self.source)
 
+    def describe(self, epoch, k):
+        if not self.random_access or not hasattr(self.source, "describe"):
+            return None
+        order = self._order(epoch)
+        return self.source.describe(int(order[k])) if k < len(order) else None
+
     def rows(self, epoch):
         if self.random_access:
             src, row = self.source, self._row

@@ -4,7 +4,8 @@ step.
 
 A node has `names` (its columns), `size()` (rows per epoch, exact; may
 run a source once to count), `cheap_size()` (the same, or None where only
-counting would tell) and
+counting would tell), `describe(epoch, k)` (where row k comes from, e.g.
+its file, or None) and
 `rows(epoch)`, a generator of rows, each a tuple of NumPy arrays. A C++
 pipeline feeding a Python step is one CxxNode: everything up to there still
 runs in C++. Randomness is keyed by (seed, epoch, position) as in the C++
@@ -34,6 +35,9 @@ class CxxNode:
 
     def cheap_size(self):
         return self.handle.size()
+
+    def describe(self, epoch, k):
+        return None
 
     def rows(self, epoch):
         from . import config
@@ -122,8 +126,14 @@ class MapNode:
 
     def rows(self, epoch):
         jobs = enumerate(self.child.rows(epoch))
-        return ordered_map(self._row_fn(epoch), jobs, self.workers, self.processes, self.what,
-                           lambda k: f"row {k} of epoch {epoch}")
+
+        def where(k):
+            origin = self.child.describe(epoch, k)
+            return f"row {k} of epoch {epoch}" + (f" ({origin})" if origin else "")
+        return ordered_map(self._row_fn(epoch), jobs, self.workers, self.processes, self.what, where)
+
+    def describe(self, epoch, k):
+        return self.child.describe(epoch, k)
 
 
 class BatchNode:
@@ -156,6 +166,9 @@ class BatchNode:
             out.append(np.stack([row[c] for row in rows]))
         return tuple(out)
 
+    def describe(self, epoch, k):
+        return None  # rows are regrouped or reordered: no single origin
+
     def rows(self, epoch):
         buf, b = [], 0
         for row in self.child.rows(epoch):
@@ -181,6 +194,9 @@ class ShuffleNode:
 
     def cheap_size(self):
         return self.child.cheap_size()
+
+    def describe(self, epoch, k):
+        return None  # rows are regrouped or reordered: no single origin
 
     def rows(self, epoch):
         rng = np.random.default_rng([self.seed, epoch, 0x5348])
@@ -212,6 +228,9 @@ class RepeatNode:
         n = self.child.cheap_size()
         return None if n is None else n * self.count
 
+    def describe(self, epoch, k):
+        return None  # rows are regrouped or reordered: no single origin
+
     def rows(self, epoch):
         for r in range(self.count):
             yield from self.child.rows(epoch * self.count + r)
@@ -228,6 +247,9 @@ class ProjectNode:
 
     def cheap_size(self):
         return self.child.cheap_size()
+
+    def describe(self, epoch, k):
+        return self.child.describe(epoch, k)
 
     def rows(self, epoch):
         for row in self.child.rows(epoch):
@@ -252,6 +274,9 @@ class TakeNode:
 
     def cheap_size(self):
         return self._of(self.child.cheap_size())
+
+    def describe(self, epoch, k):
+        return self.child.describe(epoch, k + self.start)
 
     def rows(self, epoch):
         end = None if self.count is None else self.start + self.count

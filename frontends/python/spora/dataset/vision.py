@@ -96,6 +96,32 @@ class HWC2CHW(Transform):
         return np.ascontiguousarray(x.transpose(2, 0, 1))
 
 
+class Decode(Transform):
+    """Encoded JPEG or PNG bytes (1-D uint8, as ImageFolderDataset gives
+    them) -> an HWC uint8 RGB image (libjpeg-turbo / libpng). A corrupt
+    image is an error (in a pipeline, the note names the file). to_pil is
+    not supported: Spora's images are NumPy arrays."""
+
+    _name = "decode"
+
+    def __init__(self, to_pil=False):
+        super().__init__()
+        if to_pil:
+            raise ValueError("[dataset Decode] to_pil=True is not supported: images are NumPy arrays "
+                             "(PIL.Image.fromarray(img) makes one)")
+
+    def _apply(self, x, rng):
+        from .image_folder import decode
+        if x.dtype != np.uint8 or x.ndim != 1:
+            raise ValueError(f"[dataset decode] expects the encoded image as 1-D uint8 bytes, got {x.dtype} "
+                             f"{x.shape}")
+        return decode(x)
+
+    def __call__(self, *samples):
+        samples = tuple(np.frombuffer(s, np.uint8) if isinstance(s, (bytes, bytearray)) else s for s in samples)
+        return super().__call__(*samples)
+
+
 class RandomHorizontalFlip(Transform):
     """Mirrors the image left-right with probability prob."""
 
@@ -152,4 +178,4 @@ class RandomCrop(Transform):
         return np.ascontiguousarray(padded[r:r + h, c:c + w])
 
 
-__all__ = ["Rescale", "Normalize", "HWC2CHW", "RandomHorizontalFlip", "RandomCrop"]
+__all__ = ["Decode", "Rescale", "Normalize", "HWC2CHW", "RandomHorizontalFlip", "RandomCrop"]

@@ -1,0 +1,170 @@
+// JPEG (libjpeg-turbo) and PNG (libpng's simplified API) decoding.
+//
+// libjpeg reports errors through a callback that must not return: it
+// longjmps back to decode_jpeg's setjmp, which only owns trivially
+// destructible state until the decode has finished, and the C++ error is
+// raised after the jump. Corrupt-data warnings (a truncated file libjpeg
+// would pad with grey) count as errors: a damaged image must not train
+// silently.
+#include "data/image_decode.h"
+
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+
+#include "support/error.h"
+
+#ifdef SPORA_HAVE_JPEG
+#include <jpeglib.h>
+#endif
+#ifdef SPORA_HAVE_PNG
+#include <png.h>
+#endif
+
+namespace spora::data {
+namespace {
+
+constexpr uint64_t kMaxPixels = uint64_t{1} << 28;
+
+bool is_jpeg(const uint8_t* p, size_t n) { return n >= 3 && p[0] == 0xFF && p[1] == 0xD8 && p[2] == 0xFF; }
+bool is_png(const uint8_t* p, size_t n) {
+  static const uint8_t sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n'};
+  return n >= 8 && std::memcmp(p, sig, 8) == 0;
+}
+
+[[maybe_unused]] void check_size(uint64_t w, uint64_t h, const std::string& what, const char* fmt_name) {
+  if (w == 0 || h == 0 || w * h > kMaxPixels)
+    fail(Code::kInvalidArgument, "[dataset decode] {}: {} image of {}x{} pixels (1 to 2^28 supported)", what,
+         fmt_name, w, h);
+}
+
+#ifdef SPORA_HAVE_JPEG
+struct JpegError {
+  jpeg_error_mgr mgr;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_on_error(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegError*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->jump, 1);
+}
+
+void jpeg_on_message(j_common_ptr c, int level) {
+  if (level < 0) jpeg_on_error(c);  // a corrupt-data warning
+}
+
+Column decode_jpeg(const uint8_t* data, size_t size, const std::string& what) {
+  jpeg_decompress_struct info;
+  JpegError err;
+  err.message[0] = '\0';
+  info.err = jpeg_std_error(&err.mgr);
+  err.mgr.error_exit = jpeg_on_error;
+  err.mgr.emit_message = jpeg_on_message;
+  // volatile: read after a longjmp that may follow its assignment.
+  uint8_t* volatile pixels = nullptr;
+  if (setjmp(err.jump)) {
+    jpeg_destroy_decompress(&info);
+    std::free(pixels);
+    fail(Code::kInvalidArgument, "[dataset decode] {}: corrupt JPEG image: {}", what, err.message);
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&info, TRUE);
+  if (info.image_width == 0 || info.image_height == 0 ||
+      uint64_t{info.image_width} * info.image_height > kMaxPixels) {
+    std::snprintf(err.message, sizeof err.message, "%ux%u pixels (1 to 2^28 supported)", info.image_width,
+                  info.image_height);
+    std::longjmp(err.jump, 1);
+  }
+  info.out_color_space = JCS_RGB;  // grey is expanded; CMYK is refused by libjpeg
+  jpeg_start_decompress(&info);
+  const size_t row = size_t{info.output_width} * 3;
+  pixels = static_cast<uint8_t*>(std::malloc(row * info.output_height));
+  if (!pixels) {
+    std::snprintf(err.message, sizeof err.message, "out of memory");
+    std::longjmp(err.jump, 1);
+  }
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW r = static_cast<uint8_t*>(pixels) + row * info.output_scanline;
+    jpeg_read_scanlines(&info, &r, 1);
+  }
+  jpeg_finish_decompress(&info);
+  const int64_t h = info.output_height, w = info.output_width;
+  jpeg_destroy_decompress(&info);
+  Column out = make_column(SPORA_DTYPE_U8, {h, w, 3});
+  std::memcpy(out.bytes.data(), pixels, out.bytes.size());
+  std::free(pixels);
+  return out;
+}
+#endif
+
+#ifdef SPORA_HAVE_PNG
+Column decode_png(const uint8_t* data, size_t size, const std::string& what) {
+  png_image img;
+  std::memset(&img, 0, sizeof img);
+  img.version = PNG_IMAGE_VERSION;
+  if (!png_image_begin_read_from_memory(&img, data, size))
+    fail(Code::kInvalidArgument, "[dataset decode] {}: corrupt PNG image: {}", what, img.message);
+  img.format = PNG_FORMAT_RGB;
+  if (uint64_t{img.width} * img.height > kMaxPixels || img.width == 0 || img.height == 0) {
+    png_image_free(&img);
+    check_size(img.width, img.height, what, "PNG");
+  }
+  Column out = make_column(SPORA_DTYPE_U8, {static_cast<int64_t>(img.height), static_cast<int64_t>(img.width), 3});
+  // Alpha is composited onto black, as dropping the channel of a
+  // premultiplied-looking image would show garbage in transparent areas.
+  const png_color black{0, 0, 0};
+  if (!png_image_finish_read(&img, &black, out.bytes.data(), 0, nullptr)) {
+    const std::string msg = img.message;
+    png_image_free(&img);
+    fail(Code::kInvalidArgument, "[dataset decode] {}: corrupt PNG image: {}", what, msg);
+  }
+  return out;
+}
+#endif
+
+}  // namespace
+
+bool can_decode_jpeg() {
+#ifdef SPORA_HAVE_JPEG
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool can_decode_png() {
+#ifdef SPORA_HAVE_PNG
+  return true;
+#else
+  return false;
+#endif
+}
+
+Column decode_image(const uint8_t* data, size_t size, const std::string& what) {
+  if (!data || size == 0) fail(Code::kInvalidArgument, "[dataset decode] {}: empty image data", what);
+  if (is_jpeg(data, size)) {
+#ifdef SPORA_HAVE_JPEG
+    return decode_jpeg(data, size, what);
+#else
+    fail(Code::kUnimplemented, "[dataset decode] {}: this Spora was built without libjpeg (install libjpeg62-turbo-dev "
+         "and rebuild)", what);
+#endif
+  }
+  if (is_png(data, size)) {
+#ifdef SPORA_HAVE_PNG
+    return decode_png(data, size, what);
+#else
+    fail(Code::kUnimplemented, "[dataset decode] {}: this Spora was built without libpng (install libpng-dev and "
+         "rebuild)", what);
+#endif
+  }
+  char head[3 * 8 + 1] = {0};
+  for (size_t i = 0; i < size && i < 8; ++i) std::snprintf(head + 3 * i, 4, "%02x ", data[i]);
+  fail(Code::kInvalidArgument, "[dataset decode] {}: not a JPEG or PNG image (first bytes {}; {} bytes)", what,
+       std::string(head, size < 8 ? 3 * size - (size ? 1 : 0) : 23), size);
+}
+
+}  // namespace spora::data
