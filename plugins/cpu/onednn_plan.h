@@ -15,6 +15,37 @@ namespace spora::cpu {
 // Workspace pieces start on cache lines.
 inline size_t align_up(size_t n) { return (n + 63) / 64 * 64; }
 
+// True for oneDNN implementations that are plain loops rather than jit code:
+// "ref" ones and the "simple_*" ones (simple_nchw pooling took 2-7 ms where
+// the jit kernel on a blocked layout takes ~0.1 ms, LeNet b64 on AVX2).
+inline bool slow_impl(const std::string& name) {
+  return name.find("ref") != std::string::npos || name.find("simple") != std::string::npos;
+}
+
+// The 4-D activation layouts a primitive that cannot pick its own (pooling,
+// batch norm: format_tag::any is not accepted for their source) is tried
+// in: plain NCHW first (no reorder), then oneDNN's channel-blocked layouts
+// (nChw16c is what its AVX-512 jit kernels run on, nChw8c its AVX2 ones),
+// then NHWC. The first one with a jit implementation wins.
+inline const dnnl::memory::format_tag* activation_layouts(size_t* count) {
+  using tag = dnnl::memory::format_tag;
+  static const tag tags[] = {tag::nchw, tag::nChw16c, tag::nChw8c, tag::nhwc};
+  *count = sizeof(tags) / sizeof(tags[0]);
+  return tags;
+}
+
+// Name of a 4-D layout, for logs.
+inline const char* layout_name(dnnl::memory::format_tag t) {
+  using tag = dnnl::memory::format_tag;
+  switch (t) {
+    case tag::nchw: return "nchw";
+    case tag::nChw16c: return "nChw16c";
+    case tag::nChw8c: return "nChw8c";
+    case tag::nhwc: return "nhwc";
+    default: return "another layout";
+  }
+}
+
 // Moves `pd` past implementations named "ref" (oneDNN 2.6.3's reference
 // kernels are orders of magnitude slower than the own loops); false when only
 // those remain. Their names are appended to `seen`.
@@ -23,6 +54,18 @@ bool skip_ref(PD& pd, std::string* seen) {
   for (;;) {
     const std::string name = pd.impl_info_str();
     if (name.find("ref") == std::string::npos) return true;
+    *seen += (seen->empty() ? "" : ", ") + name;
+    if (!pd.next_impl()) return false;
+  }
+}
+
+// Like skip_ref, for every implementation slow_impl names: false when only
+// those remain (their names appended to `seen`).
+template <class PD>
+bool skip_slow(PD& pd, std::string* seen) {
+  for (;;) {
+    const std::string name = pd.impl_info_str();
+    if (!slow_impl(name)) return true;
     *seen += (seen->empty() ? "" : ", ") + name;
     if (!pd.next_impl()) return false;
   }

@@ -1,7 +1,16 @@
 // oneDNN pooling for the cpu plugin (f32, bf16): max_pool2d, avg_pool2d,
 // adaptive_avg_pool2d when its bins are uniform (the input a multiple of the
-// output), and their gradients. Primitives work on plain NCHW directly
-// (oneDNN's pooling has fast nchw implementations), made once at plan time.
+// output), and their gradients, made once at plan time.
+//
+// Spora tensors are NCHW. oneDNN's pooling has jit kernels for NCHW on
+// AVX-512 but on AVX2 only a plain loop (simple_nchw, 2.2 ms for a LeNet b64
+// max pooling where jit:avx2 takes 0.7 ms); its jit kernels run on the
+// blocked layouts. So when NCHW gets a "simple_*" implementation the plan
+// also makes the first blocked layout with a jit one (activation_layouts),
+// whose run reorders the operands into that layout in the kernel's
+// workspace and the result back, times both here and keeps the faster
+// (onednn_choose.h: jit is not always it). "ref" implementations are never
+// taken. The choice is logged at debug level.
 //
 // max_pool2d_grad gets x, not saved indices (see core/src/ops/pool.cpp), so
 // a run first executes the training forward pass into the kernel's
@@ -9,8 +18,12 @@
 // oneDNN and the reference route the gradient to the first maximum.
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cpu_kernels.h"
+#include "cpu_state.h"
+#include "onednn_choose.h"
+#include "onednn_operand.h"
 #include "onednn_plan.h"
 
 namespace spora::cpu {
@@ -26,38 +39,44 @@ enum class Kind { kForward, kMaxGrad, kAvgGrad };
 struct State {
   Kind kind;
   dnnl::primitive fwd, bwd;  // fwd only for kForward and kMaxGrad; bwd for the gradients
-  memory::desc x, y;
+  // Forward: x in, y out. Gradients: dy in, dx out, and for kMaxGrad x in.
+  std::vector<ReorderedOperand> operands;
+  int x_operand = -1;  // kMaxGrad: which of `operands` is x
   // In the workspace: the primitives' scratchpads; for kMaxGrad the
   // forward pass's argmax workspace and its (unused) output.
   WorkspaceSlot fwd_scratch, bwd_scratch, argmax, y_tmp;
+  size_t workspace = 0;
+  std::string impl;  // oneDNN's implementation names, for logs
 };
 
 void run(const KernelPlan& p, const void* const* in, void* const* out, void* workspace) {
   const State& s = p.get<State>();
   auto& eng = onednn_engine();
-  dnnl::stream strm(eng);
+  dnnl::stream& strm = onednn_stream();
+  BoundOperand bound[3];
+  std::unordered_map<int, memory> args;
+  for (size_t i = 0; i < s.operands.size(); ++i) {
+    const ReorderedOperand& o = s.operands[i];
+    bound[i] = bind_operand(o, strm, o.output ? out[o.index] : const_cast<void*>(in[o.index]), workspace);
+    if (static_cast<int>(i) != s.x_operand) args.emplace(o.arg, bound[i].prim);
+  }
   if (s.kind == Kind::kForward) {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(s.x, eng, const_cast<void*>(in[0]))},
-                                         {DNNL_ARG_DST, memory(s.y, eng, out[0])}};
     s.fwd_scratch.bind(args, DNNL_ARG_SCRATCHPAD, eng, workspace);
     s.fwd.execute(strm, args);
   } else {
-    // The gradient ops' last input is dy.
-    const void* dy = in[p.num_inputs - 1];
-    std::unordered_map<int, memory> bwd{{DNNL_ARG_DIFF_DST, memory(s.y, eng, const_cast<void*>(dy))},
-                                        {DNNL_ARG_DIFF_SRC, memory(s.x, eng, out[0])}};
     if (s.kind == Kind::kMaxGrad) {
       const memory argmax = s.argmax.memory(eng, workspace);
-      std::unordered_map<int, memory> fwd{{DNNL_ARG_SRC, memory(s.x, eng, const_cast<void*>(in[0]))},
+      std::unordered_map<int, memory> fwd{{DNNL_ARG_SRC, bound[s.x_operand].prim},
                                           {DNNL_ARG_DST, s.y_tmp.memory(eng, workspace)},
                                           {DNNL_ARG_WORKSPACE, argmax}};
       s.fwd_scratch.bind(fwd, DNNL_ARG_SCRATCHPAD, eng, workspace);
       s.fwd.execute(strm, fwd);
-      bwd.emplace(DNNL_ARG_WORKSPACE, argmax);
+      args.emplace(DNNL_ARG_WORKSPACE, argmax);
     }
-    s.bwd_scratch.bind(bwd, DNNL_ARG_SCRATCHPAD, eng, workspace);
-    s.bwd.execute(strm, bwd);
+    s.bwd_scratch.bind(args, DNNL_ARG_SCRATCHPAD, eng, workspace);
+    s.bwd.execute(strm, args);
   }
+  for (size_t i = 0; i < s.operands.size(); ++i) finish_operand(s.operands[i], strm, bound[i]);
   strm.wait();
 }
 
@@ -128,40 +147,104 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   if (x.numel() == 0 || y.numel() == 0) return plugin::unsupported(p, "empty operand");
   Window w;
   if (auto* e = window(p, x, y, &w)) return e;
-  return plan_guarded(p, [&]() -> spora_plugin_error_t* {
-    auto& eng = onednn_engine();
-    const dnnl::primitive_attr attr = user_scratchpad_attr();
-    auto s = std::make_shared<State>();
-    s->kind = kind;
-    s->x = memory::desc(memory::dims(x.dims, x.dims + 4), dt, tag::nchw);
-    s->y = memory::desc(memory::dims(y.dims, y.dims + 4), dt, tag::nchw);
-    const auto prop = kind == Kind::kForward ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
-    dnnl::pooling_v2_forward::primitive_desc fwd(
-        dnnl::pooling_v2_forward::desc(prop, w.alg, s->x, s->y, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
-        eng);
-    size_t ws = 0;
-    if (kind != Kind::kAvgGrad) {
-      if (auto* e = reject_ref(p, fwd)) return e;
-      s->fwd = dnnl::pooling_v2_forward(fwd);
-      s->fwd_scratch.place(ws, fwd.scratchpad_desc());
+  const memory::dims xd(x.dims, x.dims + 4), yd(y.dims, y.dims + 4);
+  const memory::desc x_user(xd, dt, tag::nchw), y_user(yd, dt, tag::nchw);
+  const auto prop = kind == Kind::kForward ? dnnl::prop_kind::forward_inference : dnnl::prop_kind::forward_training;
+  const dnnl::primitive_attr attr = user_scratchpad_attr();
+  auto& eng = onednn_engine();
+  // Plans the primitives on layout `t`; null (with the reason added to `why`)
+  // when oneDNN has nothing for it or, unless `allow_simple`, only slow
+  // implementations.
+  auto try_layout = [&](tag t, bool allow_simple, std::string* why) -> std::shared_ptr<State> {
+    const memory::desc xp(xd, dt, t), yp(yd, dt, t);
+    std::string seen;
+    auto fast = [&](auto& pd) { return allow_simple ? skip_ref(pd, &seen) : skip_slow(pd, &seen); };
+    try {
+      auto s = std::make_shared<State>();
+      s->kind = kind;
+      dnnl::pooling_v2_forward::primitive_desc fwd(
+          dnnl::pooling_v2_forward::desc(prop, w.alg, xp, yp, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
+          eng);
+      size_t ws = 0;
+      if (kind != Kind::kAvgGrad) {
+        if (!fast(fwd)) {
+          *why += std::string(layout_name(t)) + ": " + seen + "; ";
+          return nullptr;
+        }
+        s->fwd = dnnl::pooling_v2_forward(fwd);
+        s->impl = fwd.impl_info_str();
+      }
+      if (kind == Kind::kForward) {
+        s->operands.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, x_user, fwd.src_desc()));
+        s->operands.push_back(make_operand(ws, DNNL_ARG_DST, 0, true, y_user, fwd.dst_desc()));
+        s->fwd_scratch.place(ws, fwd.scratchpad_desc());
+      } else {
+        dnnl::pooling_v2_backward::primitive_desc bwd(
+            dnnl::pooling_v2_backward::desc(w.alg, xp, yp, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
+            eng, fwd);
+        if (!fast(bwd)) {
+          *why += std::string(layout_name(t)) + " (backward): " + seen + "; ";
+          return nullptr;
+        }
+        s->bwd = dnnl::pooling_v2_backward(bwd);
+        s->impl += (s->impl.empty() ? "" : " + ") + std::string(bwd.impl_info_str());
+        // The gradient ops' last input is dy.
+        s->operands.push_back(make_operand(ws, DNNL_ARG_DIFF_DST, p.num_inputs - 1, false, y_user, bwd.diff_dst_desc()));
+        s->operands.push_back(make_operand(ws, DNNL_ARG_DIFF_SRC, 0, true, x_user, bwd.diff_src_desc()));
+        s->bwd_scratch.place(ws, bwd.scratchpad_desc());
+        if (kind == Kind::kMaxGrad) {
+          s->x_operand = static_cast<int>(s->operands.size());
+          s->operands.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, x_user, fwd.src_desc()));
+          s->fwd_scratch.place(ws, fwd.scratchpad_desc());
+          s->argmax.place(ws, fwd.workspace_desc());
+          s->y_tmp.place(ws, fwd.dst_desc());
+        }
+      }
+      s->workspace = ws;
+      return s;
+    } catch (const dnnl::error& e) {
+      *why += std::string(layout_name(t)) + ": oneDNN rejected it (" + e.what() + "); ";
+      return nullptr;
     }
-    if (kind != Kind::kForward) {
-      dnnl::pooling_v2_backward::primitive_desc bwd(
-          dnnl::pooling_v2_backward::desc(w.alg, s->x, s->y, w.stride, w.kernel, w.dilation, w.pad_l, w.pad_r), attr,
-          eng, fwd);
-      if (auto* e = reject_ref(p, bwd)) return e;
-      s->bwd = dnnl::pooling_v2_backward(bwd);
-      s->bwd_scratch.place(ws, bwd.scratchpad_desc());
+  };
+  // NCHW needs no reorders. When oneDNN has only a slow kernel for it, the
+  // first blocked layout with a jit one is tried too, and the faster of the
+  // two when run here wins (see onednn_choose.h for why jit is not always it).
+  std::string why;
+  auto with = [&](const std::shared_ptr<State>& s) {
+    KernelPlan q = p;
+    q.state = s;
+    q.run = run;
+    q.workspace = s->workspace;
+    return q;
+  };
+  std::shared_ptr<State> s = try_layout(tag::nchw, true, &why);
+  tag chosen = tag::nchw;
+  if (!s || slow_impl(s->impl)) {
+    std::string skipped = s ? "nchw: " + s->impl + "; " : "";
+    size_t n_layouts = 0;
+    const tag* layouts = activation_layouts(&n_layouts);
+    for (size_t i = 1; i < n_layouts; ++i) {
+      std::shared_ptr<State> jit = try_layout(layouts[i], false, &skipped);
+      if (!jit) continue;
+      if (!s || first_is_faster(with(jit), with(s))) {
+        s = jit;
+        chosen = layouts[i];
+      } else {
+        skipped += std::string(layout_name(layouts[i])) + ": " + jit->impl + " (slower here); ";
+      }
+      break;
     }
-    if (kind == Kind::kMaxGrad) {
-      s->argmax.place(ws, fwd.workspace_desc());
-      s->y_tmp.place(ws, s->y);
-    }
-    p.workspace = ws;
-    p.state = s;
-    p.run = run;
-    return nullptr;
-  });
+    why += skipped;
+  }
+  if (!s) return plugin::unsupported(p, "oneDNN offers only " + why);
+  if (!why.empty())
+    log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": tried " + why + "using " + s->impl + " on " +
+                             layout_name(chosen) + (chosen == tag::nchw ? "" : " with reorders at the op's edges"));
+  p.state = s;
+  p.workspace = s->workspace;
+  p.run = run;
+  return nullptr;
 }
 
 void register_kernels(plugin::KernelTable& t) {
