@@ -1058,3 +1058,30 @@ def test_tensor_methods_trace_and_differentiate():
     g = ms.grad(lambda t: (t.repeat(3, axis=1) * ms.Tensor(np.arange(18, dtype=np.float32).reshape(2, 9))).sum())(
         ms.Tensor(b))
     np.testing.assert_allclose(g.asnumpy(), np.arange(18, dtype=np.float32).reshape(2, 3, 3).sum(-1))
+
+
+@pytest.mark.parametrize("mode", [ms.PYNATIVE_MODE, ms.GRAPH_MODE])
+def test_forward_hooks(mode):
+    ms.set_context(mode=mode)
+    net = nn.SequentialCell(nn.Dense(3, 4), nn.ReLU(), nn.Dense(4, 2))
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) - 2
+    w0, b0 = net[0].weight.asnumpy(), net[0].bias.asnumpy()
+    w2, b2 = net[2].weight.asnumpy(), net[2].bias.asnumpy()
+    seen = []
+
+    def double_input(cell, inputs):
+        return (inputs[0] * 2,)
+
+    def record_and_shift(cell, inputs, output):
+        seen.append((type(cell).__name__, tuple(output.shape)))
+        return output + 1.0
+
+    h1 = net[0].register_forward_pre_hook(double_input)
+    h2 = net[1].register_forward_hook(record_and_shift)
+    hidden = np.maximum((2 * x) @ w0.T + b0, 0) + 1.0
+    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), hidden @ w2.T + b2, rtol=1e-5, atol=1e-5)
+    assert seen and seen[0] == ("ReLU", (2, 4))
+    h1.remove()
+    h2.remove()
+    np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), np.maximum(x @ w0.T + b0, 0) @ w2.T + b2, rtol=1e-5,
+                               atol=1e-5)

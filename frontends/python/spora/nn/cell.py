@@ -283,7 +283,40 @@ class Cell:
             raise ValueError(f"[Cell] pipeline_stage must be an int >= 0, got {stage!r}")
         self.__dict__["_pipeline_stage"] = stage
 
+    # -- forward hooks (MindSpore 2.x / PyTorch) ------------------------------
+    def register_forward_pre_hook(self, hook_fn):
+        """hook_fn(cell, inputs) runs before construct, with the positional
+        inputs as a tuple; returning a tuple (or one value) replaces them.
+        Returns a handle whose remove() unregisters it. Under spora.jit the
+        hook is traced with the rest: tensor ops in it become graph ops, and
+        one that needs values (printing them, asnumpy) makes that function
+        run eagerly (JitFallbackWarning)."""
+        return _HookHandle(self, "_pre_hooks", hook_fn)
+
+    def register_forward_hook(self, hook_fn):
+        """hook_fn(cell, inputs, output) runs after construct; returning
+        something other than None replaces the output. Returns a handle with
+        remove(). Traced under spora.jit as register_forward_pre_hook says."""
+        return _HookHandle(self, "_fwd_hooks", hook_fn)
+
+    def _call_hooked(self, args, kwargs):
+        for fn in list(self.__dict__.get("_pre_hooks", {}).values()):
+            new = fn(self, args)
+            if new is not None:
+                args = new if isinstance(new, tuple) else (new,)
+        out = self._call_unhooked(*args, **kwargs)
+        for fn in list(self.__dict__.get("_fwd_hooks", {}).values()):
+            new = fn(self, args, out)
+            if new is not None:
+                out = new
+        return out
+
     def __call__(self, *args, **kwargs):
+        if self.__dict__.get("_pre_hooks") or self.__dict__.get("_fwd_hooks"):
+            return self._call_hooked(args, kwargs)
+        return self._call_unhooked(*args, **kwargs)
+
+    def _call_unhooked(self, *args, **kwargs):
         if "_pipeline_stage" in self.__dict__ and _util.is_tracing():
             from .. import _pipeline
             if _pipeline.collecting():
@@ -309,7 +342,10 @@ class Cell:
         # phase changes what construct traces: dropout, batch statistics)
         # and mixed-precision setting; the jit object itself caches by input
         # signature.
-        phase = tuple((c.training, c._amp_dtype, c._amp_auto) for _, c in self.cells_and_names())
+        # Forward hooks are traced into the graph, so adding or removing one
+        # changes what construct traces too.
+        phase = tuple((c.training, c._amp_dtype, c._amp_auto, tuple(c.__dict__.get("_pre_hooks", ())),
+                       tuple(c.__dict__.get("_fwd_hooks", ()))) for _, c in self.cells_and_names())
         fn = self._graph_fns.get(phase)
         if fn is None:
             amp = self._amp_dtype is not None or self._amp_auto is not None
@@ -334,6 +370,22 @@ class Cell:
             lines.append(f"  ({name}): {sub}")
         lines.append(")")
         return "\n".join(lines)
+
+
+class _HookHandle:
+    """What register_forward_(pre_)hook returns: remove() unregisters the hook."""
+    _next = [0]
+
+    def __init__(self, cell, where, fn):
+        if not callable(fn):
+            raise TypeError(f"[Cell] a hook must be callable, got {type(fn).__name__}")
+        _HookHandle._next[0] += 1
+        self.id = _HookHandle._next[0]
+        self._hooks = cell.__dict__.setdefault(where, {})
+        self._hooks[self.id] = fn
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
 
 
 class SequentialCell(Cell):
