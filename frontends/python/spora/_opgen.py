@@ -74,6 +74,7 @@ def build():
         s = Schema(_C.op_schema(name))
         fn = _C.OpFn(s.name, len(s.inputs), s.variadic, len(s.outputs), s.dynamic_out,
                      [a[0] for a in s.attrs], [a[1] for a in s.attrs], [a[2] is None for a in s.attrs])
+        fn.input_names = s.inputs
         fn.__name__ = s.name
         fn.__qualname__ = s.name
         fn.__doc__ = (f"{s.text}\n\nTensor inputs by position ({', '.join(s.inputs) or 'none'}); "

@@ -132,14 +132,16 @@ def prod(self, axis=None, keepdims=False):
     return _reduce("prod", self, axis, keepdims)
 
 
-def var(self, axis=None, keepdims=False, ddof=0):
+def var(self, axis=None, ddof=0, keepdims=False):
+    """MindSpore's order: ddof before keepdims."""
     axes = _norm_axes(axis, self.ndim)
     x = self if self.dtype.is_floating_point else self.astype(D.float32)
     return _call("var", [x], axes=axes if axes is not None else list(range(self.ndim)),
                  keepdims=bool(keepdims), correction=int(ddof))
 
 
-def std(self, axis=None, keepdims=False, ddof=0):
+def std(self, axis=None, ddof=0, keepdims=False):
+    """MindSpore's order: ddof before keepdims."""
     axes = _norm_axes(axis, self.ndim)
     x = self if self.dtype.is_floating_point else self.astype(D.float32)
     return _call("std", [x], axes=axes if axes is not None else list(range(self.ndim)),

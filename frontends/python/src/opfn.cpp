@@ -13,15 +13,36 @@ namespace spora_py {
 
 enum class AttrKind { kInt, kFloat, kBool, kInts, kFloats, kString, kOptInt };
 
+// "a float32 tensor of shape (2, 3)" or "a str": what an argument was, for
+// errors that name the op and the argument.
+static std::string describe(nb::handle v) {
+  if (is_tensor(v)) {
+    const PyTensor* t = as_tensor(v);
+    std::string shape = "(";
+    for (int i = 0; i < t->ndim; ++i) shape += (i ? ", " : "") + std::to_string(t->shape[i]);
+    shape += t->ndim == 1 ? ",)" : ")";
+    return std::string("a ") + nb::cast<std::string>(nb::str(dtype_object(t->dtype).attr("name"))) +
+           " tensor of shape " + shape;
+  }
+  return "a " + nb::cast<std::string>(nb::str(v.type().attr("__name__")));
+}
+
 static int64_t to_int(nb::handle v, const std::string& op, const std::string& name) {
   if (PyLong_Check(v.ptr())) return PyLong_AsLongLong(v.ptr());
+  if (is_tensor(v)) {
+    // Not the tensor's own __index__ errors, which name neither the op nor
+    // the attribute (a tensor here is often an argument in another order).
+    const PyTensor* t = as_tensor(v);
+    const bool integer = t->dtype == SPORA_DTYPE_I32 || t->dtype == SPORA_DTYPE_I64 || t->dtype == SPORA_DTYPE_U8;
+    if (!integer || t->numel() != 1)
+      raise_type_error("[" + op + "] attribute '" + name + "' takes an int, got " + describe(v));
+  }
   if (is_tensor(v) || PyIndex_Check(v.ptr())) {
     nb::object i = nb::steal(PyNumber_Index(v.ptr()));
     if (!i.is_valid()) throw nb::python_error();
     return PyLong_AsLongLong(i.ptr());
   }
-  raise_type_error("[" + op + "] attribute " + name + " takes an int, got " +
-                   nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
+  raise_type_error("[" + op + "] attribute '" + name + "' takes an int, got " + describe(v));
 }
 
 static double to_float(nb::handle v, const std::string& op, const std::string& name) {
@@ -29,8 +50,7 @@ static double to_float(nb::handle v, const std::string& op, const std::string& n
   nb::object f = nb::steal(PyNumber_Float(v.ptr()));
   if (!f.is_valid()) {
     PyErr_Clear();
-    raise_type_error("[" + op + "] attribute " + name + " takes a float, got " +
-                     nb::cast<std::string>(nb::str(v.type().attr("__name__"))));
+    raise_type_error("[" + op + "] attribute '" + name + "' takes a float, got " + describe(v));
   }
   return PyFloat_AsDouble(f.ptr());
 }
@@ -50,7 +70,7 @@ void set_attr(spora_attrs_t* a, const std::string& op, const std::string& name, 
     case AttrKind::kFloat: s = spora_attrs_set_float(a, n, to_float(v, op, name)); break;
     case AttrKind::kBool:
       if (!PyBool_Check(v.ptr()) && !PyLong_Check(v.ptr()))
-        raise_type_error("[" + op + "] attribute " + name + " takes a bool");
+        raise_type_error("[" + op + "] attribute '" + name + "' takes a bool, got " + describe(v));
       s = spora_attrs_set_bool(a, n, PyObject_IsTrue(v.ptr()));
       break;
     case AttrKind::kInts: {
@@ -59,7 +79,7 @@ void set_attr(spora_attrs_t* a, const std::string& op, const std::string& name, 
         xs.push_back(PyLong_AsLongLong(v.ptr()));
       } else {
         if (!PySequence_Check(v.ptr()) || PyUnicode_Check(v.ptr()))
-          raise_type_error("[" + op + "] attribute " + name + " takes a sequence of ints");
+          raise_type_error("[" + op + "] attribute '" + name + "' takes a sequence of ints, got " + describe(v));
         for (nb::handle e : nb::iter(v)) xs.push_back(to_int(e, op, name));
       }
       s = spora_attrs_set_ints(a, n, xs.data(), xs.size());
@@ -82,7 +102,8 @@ void set_attr(spora_attrs_t* a, const std::string& op, const std::string& name, 
       } else {
         // dtype attributes take spora / NumPy dtypes as well as "f32".
         const spora_dtype_t d = dtype_from(v);
-        if (d == SPORA_DTYPE_INVALID) raise_type_error("[" + op + "] attribute " + name + " takes a string");
+        if (d == SPORA_DTYPE_INVALID)
+          raise_type_error("[" + op + "] attribute '" + name + "' takes a string, got " + describe(v));
         str = spora_dtype_name(d);
       }
       s = spora_attrs_set_string(a, n, str.c_str());
@@ -105,6 +126,7 @@ struct OpFn {
   std::vector<std::string> attr_names;
   std::vector<AttrKind> attr_kinds;
   std::vector<bool> attr_required;
+  std::vector<std::string> input_names;  // the schema's, for errors
 
   nb::object call(nb::args args, nb::kwargs kwargs) const {
     std::vector<nb::object> tensors;
@@ -129,7 +151,19 @@ struct OpFn {
     const PyTensor* like = nullptr;
     for (nb::handle h : raw)
       if (is_tensor(h) && (!like || like->dtype == SPORA_DTYPE_BOOL)) like = as_tensor(h);
-    for (nb::handle h : raw) tensors.push_back(operand(h, like));
+    for (size_t i = 0; i < raw.size(); ++i) {
+      try {
+        tensors.push_back(operand(raw[i], like));
+      } catch (nb::python_error& e) {
+        // Name the op and the input, not only what the conversion saw.
+        const std::string what = nb::cast<std::string>(nb::str(e.value()));
+        const std::string input = variadic ? "inputs[" + std::to_string(i) + "]"
+                                  : i < input_names.size() ? "'" + input_names[i] + "'"
+                                                           : std::to_string(i);
+        raise_type_error("[" + name + "] input " + input + " takes a tensor or a number, got " + describe(raw[i]) +
+                         " (" + what + ")");
+      }
+    }
 
     PyAttrs attrs;
     std::vector<bool> given(attr_names.size(), false);
@@ -209,6 +243,7 @@ void bind_opfn(nb::module_& m) {
              self->attr_required = std::move(required);
            })
       .def_ro("op", &OpFn::name)
+      .def_rw("input_names", &OpFn::input_names, "the schema's input names (for errors)")
       .def("__call__", &OpFn::call);
 }
 

@@ -51,7 +51,7 @@ def test_attribute_type_and_name_errors():
     x = spora.Tensor(np.ones((2, 3), np.float32))
     with pytest.raises(TypeError, match=r"\[softmax\] has no attribute 'dim'"):
         spora.ops.raw.softmax(x, dim=1)
-    with pytest.raises(TypeError, match=r"\[softmax\] attribute axis takes an int"):
+    with pytest.raises(TypeError, match=r"\[softmax\] attribute 'axis' takes an int, got a str"):
         spora.ops.raw.softmax(x, axis="1")
     with pytest.raises(TypeError, match=r"\[zeros\] attribute 'shape' is required"):
         spora.ops.raw.zeros()

@@ -61,9 +61,9 @@ def test_gather_elements_from_python():
     x = np.arange(12, dtype=np.float32).reshape(3, 4)
     idx = np.array([[2, 0, -1, 1], [0, 0, 2, 2]], np.int64)
     want = np.take_along_axis(x, np.where(idx < 0, idx + 3, idx), axis=0)
-    got = spora.ops.gather_elements(spora.Tensor(x), spora.Tensor(idx), axis=0)
+    got = spora.ops.raw.gather_elements(spora.Tensor(x), spora.Tensor(idx), axis=0)
     np.testing.assert_array_equal(got.numpy(), want)
-    got = spora.ops.gather_elements(spora.Tensor(x), spora.Tensor(idx[:, :3].copy()), axis=-1)
+    got = spora.ops.raw.gather_elements(spora.Tensor(x), spora.Tensor(idx[:, :3].copy()), axis=-1)
     # indices smaller than x outside the axis read x's leading part
     want = np.take_along_axis(x[:2], np.where(idx[:, :3] < 0, idx[:, :3] + 4, idx[:, :3]), axis=1)
     np.testing.assert_array_equal(got.numpy(), want)
@@ -72,15 +72,15 @@ def test_gather_elements_from_python():
 def test_gather_elements_gradient_scatters_back():
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     idx = spora.Tensor(np.array([[1, 1, 0]], np.int64))
-    g = spora.grad(lambda t: spora.ops.gather_elements(t, idx, axis=0).sum())(spora.Tensor(x))
+    g = spora.grad(lambda t: spora.ops.raw.gather_elements(t, idx, axis=0).sum())(spora.Tensor(x))
     np.testing.assert_array_equal(g.numpy(), [[0, 0, 1], [1, 1, 0]])
 
 
 def test_gather_elements_errors_name_the_op():
     x = spora.Tensor(np.zeros((3, 4), np.float32))
     with pytest.raises(Exception, match=r"\[gather_elements\].*same rank"):
-        spora.ops.gather_elements(x, spora.Tensor(np.zeros((3,), np.int64)), axis=0)
+        spora.ops.raw.gather_elements(x, spora.Tensor(np.zeros((3,), np.int64)), axis=0)
     with pytest.raises(Exception, match=r"\[gather_elements\].*larger than x .* in dim 1"):
-        spora.ops.gather_elements(x, spora.Tensor(np.zeros((2, 5), np.int64)), axis=0)
+        spora.ops.raw.gather_elements(x, spora.Tensor(np.zeros((2, 5), np.int64)), axis=0)
     with pytest.raises(Exception, match=r"\[gather_elements\].*i32 or i64"):
-        spora.ops.gather_elements(x, spora.Tensor(np.zeros((3, 4), np.float32)), axis=0)
+        spora.ops.raw.gather_elements(x, spora.Tensor(np.zeros((3, 4), np.float32)), axis=0)

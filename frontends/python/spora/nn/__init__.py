@@ -24,7 +24,7 @@ from .pipeline import PipelineCell
 from .layer.activation import (GELU, LeakyReLU, LogSoftmax, ReLU, ReLU6, Sigmoid, SiLU, Softmax, Softplus, Tanh,
                                get_activation)
 from .layer.basic import Dense, Dropout, Embedding, Flatten, Identity
-from .layer.conv import Conv2d
+from .layer.conv import Conv2d, Conv2dTranspose
 from .layer.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from .layer.pooling import AvgPool2d, MaxPool2d
 from .layer.transformer import MultiheadAttention, TransformerEncoderLayer
@@ -39,7 +39,8 @@ from .optim import (SGD, Adam, AdamW, ConstantLR, CosineDecayLR, LearningRateSch
 
 __all__ = [
     "init", "utils", "Cell", "CellList", "SequentialCell", "GraphCell", "DistributedGradReducer", "PipelineCell",
-    "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "BatchNorm1d", "BatchNorm2d", "LayerNorm",
+    "Dense", "Dropout", "Embedding", "Flatten", "Identity", "Conv2d", "Conv2dTranspose", "BatchNorm1d", "BatchNorm2d",
+    "LayerNorm",
     "MaxPool2d", "AvgPool2d", "MultiheadAttention", "TransformerEncoderLayer",
     "RNN", "GRU", "LSTM", "RNNCell", "GRUCell", "LSTMCell",
     "ReLU", "ReLU6", "GELU", "Sigmoid", "Tanh", "SiLU", "LeakyReLU", "Softmax", "LogSoftmax", "Softplus",

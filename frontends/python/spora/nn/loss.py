@@ -37,52 +37,61 @@ class LossBase(Cell):
 
 
 class CrossEntropyLoss(LossBase):
-    """Softmax cross-entropy from logits (N, C) or (N, C, d1, ...).
+    """Softmax cross-entropy from logits (N, C) or (N, C, d1, ...)
+    (MindSpore's signature; ops.cross_entropy does the work).
 
     labels: class indices (int32/int64, logits' shape without C) or class
-    probabilities / one-hot (float, logits' shape). label_smoothing eps mixes
-    the target with the uniform distribution: (1 - eps) * target + eps / C.
-    ignore_index (index labels only): those samples count neither in the sum
-    nor in the mean's denominator.
+    probabilities / one-hot (float, logits' shape). weight: one per class
+    (C,); with index labels the mean divides by the summed weights of the
+    labels, as in PyTorch. label_smoothing eps mixes the target with the
+    uniform distribution: (1 - eps) * target + eps / C. ignore_index (index
+    labels only): those samples count neither in the sum nor in the mean's
+    denominator.
     """
 
-    def __init__(self, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
         super().__init__(reduction)
         if not 0.0 <= label_smoothing <= 1.0:
             raise ValueError(f"[CrossEntropyLoss] label_smoothing must be in [0, 1], got {label_smoothing}")
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            raise TypeError(f"[CrossEntropyLoss] weight takes a tensor of one weight per class, got {weight!r}; "
+                            f"MindSpore's order is CrossEntropyLoss(weight, ignore_index, reduction, "
+                            f"label_smoothing)")
+        self.weight = None if weight is None else _as_tensor(weight)
         self.ignore_index = int(ignore_index)
         self.label_smoothing = float(label_smoothing)
 
     def construct(self, logits, labels):
         labels = _as_tensor(labels)
         if labels.dtype.name in ("int32", "int64"):
-            return raw.cross_entropy(logits, labels, label_smoothing=self.label_smoothing,
-                                     reduction=self.reduction, ignore_index=self.ignore_index)
+            return ops.cross_entropy(logits, labels, self.weight, self.ignore_index, self.reduction,
+                                     self.label_smoothing)
         self._same_shape(logits, labels)
         if len(logits.shape) < 1:
             raise ValueError(f"[CrossEntropyLoss] logits must be (N, C, ...), got a scalar{_util._C_location()}")
-        axis = 1 if len(logits.shape) > 1 else 0
-        target = labels.astype(logits.dtype)
-        if self.label_smoothing:
-            c = logits.shape[axis]
-            target = target * (1.0 - self.label_smoothing) + self.label_smoothing / c
-        per_sample = -raw.sum(target * raw.log_softmax(logits, axis=axis), axes=[axis])
-        return self._reduce(per_sample)
+        return ops.cross_entropy(logits, labels, self.weight, self.ignore_index, self.reduction,
+                                 self.label_smoothing)
 
     def extend_repr(self):
         return f"reduction={self.reduction}, label_smoothing={self.label_smoothing}"
 
 
 class NLLLoss(LossBase):
-    """Negative log-likelihood of log-probabilities (N, C, ...) at class-index labels."""
+    """Negative log-likelihood of log-probabilities (N, C, ...) at class-index
+    labels (MindSpore's signature). weight: one per class (C,); the mean
+    divides by the summed weights of the labels not ignored."""
 
-    def __init__(self, ignore_index=-100, reduction="mean"):
+    def __init__(self, weight=None, ignore_index=-100, reduction="mean"):
         super().__init__(reduction)
+        if isinstance(weight, (int, float)) and not isinstance(weight, bool):
+            raise TypeError(f"[NLLLoss] weight takes a tensor of one weight per class, got {weight!r}; "
+                            f"MindSpore's order is NLLLoss(weight, ignore_index, reduction)")
+        self.weight = None if weight is None else _as_tensor(weight)
         self.ignore_index = int(ignore_index)
 
     def construct(self, log_probs, labels):
         labels = _as_tensor(labels)
-        return raw.nll_loss(log_probs, labels, reduction=self.reduction, ignore_index=self.ignore_index)
+        return ops.nll_loss(log_probs, labels, self.weight, self.ignore_index, self.reduction)
 
 
 class MSELoss(LossBase):

@@ -48,9 +48,10 @@ class SiLU(Cell):
 
 
 class LeakyReLU(Cell):
-    """max(x, alpha * x) for 0 <= alpha <= 1 (alpha: MindSpore; negative_slope: PyTorch)."""
+    """max(x, alpha * x) for 0 <= alpha <= 1 (alpha: MindSpore, default 0.2 as there; negative_slope:
+    PyTorch's name, whose default is 0.01)."""
 
-    def __init__(self, alpha=0.01, negative_slope=None):
+    def __init__(self, alpha=0.2, negative_slope=None):
         super().__init__()
         self.alpha = float(negative_slope if negative_slope is not None else alpha)
 

@@ -1,4 +1,4 @@
-"""Conv2d (NCHW input, OIHW weight)."""
+"""Conv2d (NCHW input, OIHW weight) and Conv2dTranspose."""
 import math
 
 from ... import Parameter
@@ -69,3 +69,85 @@ class Conv2d(Cell):
                 f"kernel_size={tuple(self.kernel_size)}, stride={tuple(self.stride)}, pad_mode={self.pad_mode}, "
                 f"padding={tuple(self.padding)}, dilation={tuple(self.dilation)}, group={self.group}, "
                 f"has_bias={self.has_bias}")
+
+
+class Conv2dTranspose(Cell):
+    """2-D transposed convolution (the gradient of Conv2d with respect to its
+    input), MindSpore's signature and defaults. weight is (in_channels,
+    out_channels / group, kH, kW).
+
+    Output height (width alike), k' = dilation * (kernel - 1) + 1:
+    pad_mode 'same' (default): H * stride; 'valid': H * stride + max(k' -
+    stride, 0); 'pad': (H - 1) * stride - top - bottom + k' +
+    output_padding, `padding` an int, (ph, pw) or (top, bottom, left,
+    right). 'same' crops the full output evenly, the odd element at the
+    bottom / right. Default init as Conv2d's (fan_in from the weight's
+    dims 1..3, as PyTorch's ConvTranspose2d).
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
+                 output_padding=0, dilation=1, group=1, has_bias=False, weight_init=None, bias_init=None,
+                 dtype=None):
+        super().__init__()
+        op = "Conv2dTranspose"
+        self.in_channels, self.out_channels, self.group = int(in_channels), int(out_channels), int(group)
+        if self.in_channels <= 0 or self.out_channels <= 0:
+            raise ValueError(f"[{op}] channels must be positive, got ({in_channels}, {out_channels})")
+        if self.group <= 0 or self.in_channels % self.group or self.out_channels % self.group:
+            raise ValueError(f"[{op}] group {group} must divide in_channels {in_channels} and "
+                             f"out_channels {out_channels}")
+        self.kernel_size = _util.pair(kernel_size, "kernel_size", op)
+        self.stride = _util.pair(stride, "stride", op)
+        self.dilation = _util.pair(dilation, "dilation", op)
+        self.output_padding = _util.pair(output_padding, "output_padding", op)
+        if pad_mode not in ("same", "valid", "pad"):
+            raise ValueError(f"[{op}] pad_mode must be 'same', 'valid' or 'pad', got {pad_mode!r}")
+        self.pad_mode = pad_mode
+        if isinstance(padding, int):
+            padding = [padding] * 4
+        padding = [int(p) for p in padding]
+        if len(padding) == 2:
+            padding = [padding[0], padding[0], padding[1], padding[1]]
+        if len(padding) != 4 or any(p < 0 for p in padding):
+            raise ValueError(f"[{op}] padding must be a non-negative int, (ph, pw) or "
+                             f"(top, bottom, left, right), got {padding}")
+        if pad_mode != "pad" and (any(padding) or any(self.output_padding)):
+            raise ValueError(f"[{op}] padding and output_padding must be 0 unless pad_mode is 'pad' (got "
+                             f"{padding} and {self.output_padding} with pad_mode {pad_mode!r})")
+        self.padding = padding
+        # The crop / extra rows of each mode, fixed by the kernel alone.
+        ext = [self.dilation[i] * (self.kernel_size[i] - 1) + 1 for i in range(2)]
+        if pad_mode == "pad":
+            self._pads, self._out_pad = padding, self.output_padding
+        else:
+            crop = [max(ext[i] - self.stride[i], 0) if pad_mode == "same" else 0 for i in range(2)]
+            self._pads = [crop[0] // 2, crop[0] - crop[0] // 2, crop[1] // 2, crop[1] - crop[1] // 2]
+            self._out_pad = [max(self.stride[i] - ext[i], 0) for i in range(2)]
+        for i in range(2):
+            if self._out_pad[i] >= max(self.stride[i], self.dilation[i]):
+                raise ValueError(f"[{op}] output_padding {self._out_pad[i]} must be smaller than stride "
+                                 f"{self.stride[i]} or dilation {self.dilation[i]}")
+        shape = (self.in_channels, self.out_channels // self.group, *self.kernel_size)
+        self.weight = Parameter(initializer(weight_init if weight_init is not None else HeUniform(math.sqrt(5)),
+                                            shape, dtype))
+        self.has_bias = has_bias
+        if has_bias:
+            fan_in = shape[1] * shape[2] * shape[3]
+            self.bias = Parameter(initializer(bias_init if bias_init is not None else Uniform(1 / math.sqrt(fan_in)),
+                                              (self.out_channels,), dtype))
+
+    def construct(self, x):
+        if len(x.shape) != 4 or x.shape[1] != self.in_channels:
+            raise ValueError(f"[Conv2dTranspose] expects input (N, {self.in_channels}, H, W), got shape "
+                             f"{tuple(x.shape)}{_util._C_location()}")
+        y = raw.conv2d_transpose(x, self.weight, stride=self.stride, padding=self._pads,
+                                 output_padding=self._out_pad, dilation=self.dilation, groups=self.group)
+        if self.has_bias:
+            y = y + self.bias.reshape(1, -1, 1, 1)
+        return y
+
+    def extend_repr(self):
+        return (f"input_channels={self.in_channels}, output_channels={self.out_channels}, "
+                f"kernel_size={tuple(self.kernel_size)}, stride={tuple(self.stride)}, pad_mode={self.pad_mode}, "
+                f"padding={tuple(self.padding)}, output_padding={tuple(self.output_padding)}, "
+                f"dilation={tuple(self.dilation)}, group={self.group}, has_bias={self.has_bias}")
