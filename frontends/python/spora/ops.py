@@ -533,6 +533,36 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return _call("group_norm", [x, w, b], nout=3, groups=g, eps=float(eps))[0]
 
 
+def batch_norm(input_x, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-5):
+    """Batch normalization of (N, C, ...) in MindSpore's order (running
+    statistics before weight and bias; the registry op, ops.raw.batch_norm,
+    takes gamma and beta first). In training the batch statistics normalise
+    and the running ones move in place, (1 - momentum) * running + momentum
+    * batch (the variance unbiased), as in MindSpore and PyTorch."""
+    op = "batch_norm"
+    x = _tensor(input_x, op, "input_x")
+    names = ("running_mean", "running_var", "weight", "bias")
+    stats = [_tensor(v, op, n, x) for v, n in zip((running_mean, running_var, weight, bias), names)]
+    if x.ndim < 2:
+        raise ValueError(f"[{op}] input_x must be (N, C, ...), got shape {tuple(x.shape)}")
+    for v, n in zip(stats, names):
+        if tuple(v.shape) != (x.shape[1],):
+            raise ValueError(f"[{op}] {n} must have shape ({x.shape[1]},) (the channels), got {tuple(v.shape)}")
+    rm, rv, w, b = stats
+    y, _, _, new_mean, new_var = _call("batch_norm", [x, w, b, rm, rv], nout=5, training=bool(training),
+                                       momentum=float(momentum), eps=float(eps))
+    if training:
+        for old, new, n in ((running_mean, new_mean, "running_mean"), (running_var, new_var, "running_var")):
+            if hasattr(old, "assign_value"):  # a Parameter, inside jit too
+                old.assign_value(new)
+            elif isinstance(old, Tensor) and _C.current_trace() is None:
+                old._set_value(new._detach())
+            else:
+                raise TypeError(f"[{op}] {n} must be a Parameter (or an eager Tensor) to be updated in training, "
+                                f"got {_kind(old)}")
+    return y
+
+
 def gelu(x, approximate="none"):
     return _call("gelu", [x], approximate=approximate)
 
@@ -623,7 +653,7 @@ __all__ = sorted(set(__all__) | {
     "linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "cross_entropy", "nll_loss",
     "mse_loss", "dropout", "layer_norm", "gelu", "leaky_relu", "topk", "cumsum", "stop_gradient", "raw",
     "amax", "amin", "swapaxes", "swapdims", "gather_elements", "index_select", "group_norm", "pad",
-    "conv_transpose2d", "conv2d_transpose", "binary_cross_entropy_with_logits"})
+    "conv_transpose2d", "conv2d_transpose", "binary_cross_entropy_with_logits", "batch_norm"})
 
 # Sparse tensors (spora.CSRTensor / COOTensor): MindSpore's functional names.
 from ._sparse import csr_mm, csr_to_coo, dense_to_sparse_coo, dense_to_sparse_csr  # noqa: E402,F401

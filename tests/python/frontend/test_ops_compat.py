@@ -384,6 +384,27 @@ def test_gather_elements_index_select_group_norm_in_mindspore_order():
     np.testing.assert_allclose(ops.group_norm(T(g), 3).asnumpy(), want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("training", [False, True])
+def test_batch_norm_in_mindspore_order(training):
+    x = RNG.standard_normal((4, 3, 5))
+    rm, rv = RNG.standard_normal(3), RNG.uniform(0.5, 2, 3)
+    w, b = RNG.standard_normal(3), RNG.standard_normal(3)
+    pm, pv = spora.Parameter(T(rm), name="rm"), spora.Parameter(T(rv), name="rv")
+    y = ops.batch_norm(T(x), pm, pv, T(w), T(b), training, 0.2, 1e-3).asnumpy()
+    c = lambda v: v[None, :, None]  # noqa: E731
+    if training:
+        mean, var = x.mean((0, 2)), x.var((0, 2))
+        want = (x - c(mean)) / np.sqrt(c(var) + 1e-3) * c(w) + c(b)
+        np.testing.assert_allclose(pm.asnumpy(), 0.8 * rm + 0.2 * mean, rtol=1e-12)
+        np.testing.assert_allclose(pv.asnumpy(), 0.8 * rv + 0.2 * x.var((0, 2), ddof=1), rtol=1e-12)
+    else:
+        want = (x - c(rm)) / np.sqrt(c(rv) + 1e-3) * c(w) + c(b)
+        np.testing.assert_array_equal(pm.asnumpy(), rm)
+    np.testing.assert_allclose(y, want, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match=r"\[batch_norm\] weight must have shape \(3,\)"):
+        ops.batch_norm(T(x), T(rm), T(rv), T(np.ones(4)), T(b))
+
+
 def test_old_order_says_what_to_write():
     x, idx = T(np.zeros((3, 4))), T([0, 1])
     with pytest.raises(TypeError, match=r"\[index_select\] axis takes an int and index a tensor: MindSpore's order"):
@@ -464,6 +485,7 @@ SIGNATURES = {
     "binary_cross_entropy_with_logits": "(logits, label, weight=None, pos_weight=None, reduction='mean')",
     "group_norm": "(input, num_groups, weight=None, bias=None, eps=1e-05)",
     "leaky_relu": "(input, alpha=0.2)",
+    "batch_norm": "(input_x, running_mean, running_var, weight, bias, training=False, momentum=0.1, eps=1e-05)",
     "pad": "(input_x, padding, mode='constant', value=None)",
 }
 
