@@ -303,6 +303,12 @@ int launch(int argc, char** argv) {
   } else {
     args.push_back("--oversubscribe");  // one host: more ranks than cores is the user's call
   }
+  // Open MPI binds each rank to one core when it starts 2 or fewer (to a
+  // socket above): a rank's compute threads (SPORA_NUM_THREADS = cores /
+  // ranks) and its collective thread then share that core. Unbound, they
+  // spread over the host's cores.
+  args.push_back("--bind-to");
+  args.push_back("none");
   setenv("SPORA_LAUNCH_DIR", dir, 1);
   // The job's store (runtime/tcp_store.h), served by rank 0: on the first
   // host, on a port free now, unless the caller chose.

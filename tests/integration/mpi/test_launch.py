@@ -33,6 +33,17 @@ def test_every_rank_runs_with_its_environment_and_prefixed_output():
     assert "failed" not in r.stderr
 
 
+def test_ranks_are_not_pinned_to_one_core():
+    # mpirun binds each of 2 ranks to one core by default: the rank's
+    # SPORA_NUM_THREADS compute threads would then share it. The launcher
+    # leaves ranks on every core the launcher itself may use.
+    allowed = sorted(os.sched_getaffinity(0))
+    r = launch(2, "import os\nprint('cpus', sorted(os.sched_getaffinity(0)))\n")
+    assert r.returncode == 0, r.stderr
+    for rank in range(2):
+        assert f"[rank {rank}] cpus {allowed}" in r.stdout, r.stdout
+
+
 def test_the_first_failing_rank_is_named_and_its_code_returned():
     r = launch(4, "import os, sys, time\n"
                   "if os.environ['RANK'] == '2':\n"
