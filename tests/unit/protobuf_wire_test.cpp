@@ -1,8 +1,10 @@
 // The protobuf wire reader's string fields (io/protobuf_wire.h): UTF-8 is
 // checked as RFC 3629 defines it, so overlong forms, surrogates, code points
-// past U+10FFFF and truncated sequences are errors naming the field.
+// past U+10FFFF and truncated sequences are errors naming the field. The
+// writer (ONNX export) is checked against the reader.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -90,6 +92,55 @@ TEST(ProtobufWireUtf8, BrokenSequencesAreRejected) {
   expect_rejected("\xe2\x82" "a", "ASCII where a continuation byte belongs");
   expect_rejected("\xf0\x9f\x98\xc3\xa9", "a lead byte where a continuation byte belongs");
   expect_rejected(std::string("ok\xc3\xa9\xe2\x82"), "valid text, then a sequence cut short");
+}
+
+}  // namespace
+}  // namespace spora
+
+namespace spora {
+namespace {
+
+// What pb::Writer encodes, the reader decodes back: varints (negative
+// int64s take 10 bytes), fixed32/64, strings, nested messages and packed
+// runs.
+TEST(ProtobufWireWriter, RoundTripsThroughTheReader) {
+  io::pb::Writer inner;
+  inner.packed_ints(1, {0, 1, 300, -2, INT64_MAX});
+  inner.packed_floats(2, {1.5f, -0.25f});
+  io::pb::Writer w;
+  w.int64(1, -7);
+  w.varint(2, 150);
+  w.f32(3, 3.25f);
+  w.f64(4, -1e300);
+  w.string(5, "conv1.weight");
+  w.message(6, inner);
+  const std::string& b = w.data();
+  EXPECT_EQ(static_cast<uint8_t>(b[0]), 0x08);  // field 1, varint
+  const std::string what = "written.onnx";
+  io::pb::Reader r(reinterpret_cast<const uint8_t*>(b.data()), b.size(), &what);
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.int64("f1"), -7);
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.varint("f2"), 150u);
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.f32("f3"), 3.25f);
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.f64("f4"), -1e300);
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.string("f5"), "conv1.weight");
+  ASSERT_TRUE(r.next());
+  EXPECT_EQ(r.field(), 6u);
+  io::pb::Reader m(r.bytes("f6"), &what);
+  std::vector<int64_t> ints;
+  std::vector<float> floats;
+  ASSERT_TRUE(m.next());
+  m.ints("ints", ints, 16);
+  ASSERT_TRUE(m.next());
+  m.floats("floats", floats, 16);
+  EXPECT_FALSE(m.next());
+  EXPECT_EQ(ints, (std::vector<int64_t>{0, 1, 300, -2, INT64_MAX}));
+  EXPECT_EQ(floats, (std::vector<float>{1.5f, -0.25f}));
+  EXPECT_FALSE(r.next());
 }
 
 }  // namespace

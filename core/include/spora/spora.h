@@ -724,6 +724,18 @@ SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spo
  * naming its type, node name and the opset; a damaged or hostile file fails
  * naming the file before anything sized by it is allocated. */
 SPORA_API spora_status_t spora_model_import_onnx(const char* path, spora_device_t* device, spora_model_t** out);
+/* Flags of spora_model_export_onnx. */
+#define SPORA_ONNX_DYNAMIC_BATCH 1u /* dimension 0 of the inputs (and outputs) as the symbolic "batch" */
+/* Writes `graph` with `weights` (its weight nodes' values, creation order,
+ * as for spora_model_save) as an ONNX model (ai.onnx opset 17, IR version 8;
+ * weights and constants as initializers) that onnxruntime and other ONNX
+ * tools run. With SPORA_ONNX_DYNAMIC_BATCH the file takes any batch size
+ * where the graph's reshapes infer that dimension. An op with no ONNX
+ * mapping (docs/onnx.md: gradients, optimizer updates, random draws,
+ * collectives, control flow) is SPORA_ERROR_INVALID_ARGUMENT naming the op
+ * and its source line. Atomic, like spora_model_save. */
+SPORA_API spora_status_t spora_model_export_onnx(const char* path, const spora_graph_t* graph,
+                                                 spora_tensor_t* const* weights, size_t num_weights, uint32_t flags);
 /* A new, independent copy of `graph` (e.g. of spora_model_graph's, to
  * optimise or print it: spora_graph_to_text and spora_graph_optimize take a
  * graph the caller owns). Free it with spora_graph_free. */

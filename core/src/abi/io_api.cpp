@@ -4,6 +4,7 @@
 #include "abi/abi.h"
 #include "io/checkpoint.h"
 #include "io/model.h"
+#include "io/onnx_export.h"
 #include "io/onnx_import.h"
 
 struct spora_checkpoint {
@@ -198,6 +199,22 @@ spora_status_t spora_model_import_onnx(const char* path, spora_device_t* device,
     auto m = spora::io::onnx::load_onnx_model(path, d);
     spora::ir::Graph g = m->graph();
     *out = new spora_model{std::move(m), spora_graph{std::move(g), {}}};
+  });
+}
+
+spora_status_t spora_model_export_onnx(const char* path, const spora_graph_t* graph, spora_tensor_t* const* weights,
+                                       size_t num_weights, uint32_t flags) {
+  return guard([&] {
+    need(path, "spora_model_export_onnx", "path");
+    need(graph, "spora_model_export_onnx", "graph");
+    if (num_weights) need(weights, "spora_model_export_onnx", "weights");
+    if (flags & ~SPORA_ONNX_DYNAMIC_BATCH)
+      fail(Code::kInvalidArgument, "[spora_model_export_onnx] unknown flags 0x{:x}", flags & ~SPORA_ONNX_DYNAMIC_BATCH);
+    std::vector<const spora::Tensor*> ws;
+    for (size_t i = 0; i < num_weights; ++i) ws.push_back(weights[i] ? &weights[i]->t : nullptr);
+    spora::io::onnx::ExportOptions opt;
+    opt.dynamic_batch = (flags & SPORA_ONNX_DYNAMIC_BATCH) != 0;
+    spora::io::onnx::export_file(path, graph->g, ws, opt);
   });
 }
 

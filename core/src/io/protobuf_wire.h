@@ -1,5 +1,5 @@
 // A reader for the protocol-buffers wire format (the encoding, not .proto
-// schemas): tags, varints, fixed 32/64-bit values and length-delimited
+// schemas), and a writer of it (ONNX export): tags, varints, fixed 32/64-bit values and length-delimited
 // fields over a byte span that must outlive the reader. Written here from
 // the public encoding rules, for ONNX files; every read is bounds-checked
 // and any malformed byte sequence is an Error (kInvalidArgument) naming
@@ -75,6 +75,31 @@ class Reader {
   size_t base_;
   uint32_t field_ = 0;
   WireType wire_ = kVarint;
+};
+
+// A writer of the same encoding, for ONNX export: fields are appended in
+// the order called; a nested message is a Writer of its own, appended
+// whole (its length first).
+class Writer {
+ public:
+  void varint(uint32_t field, uint64_t v);
+  void int64(uint32_t field, int64_t v) { varint(field, static_cast<uint64_t>(v)); }
+  void f32(uint32_t field, float v);
+  void f64(uint32_t field, double v);
+  void bytes(uint32_t field, const void* data, size_t n);
+  void string(uint32_t field, std::string_view s) { bytes(field, s.data(), s.size()); }
+  void message(uint32_t field, const Writer& m) { bytes(field, m.data().data(), m.data().size()); }
+  // Packed repeated scalars (one length-delimited run).
+  void packed_ints(uint32_t field, const std::vector<int64_t>& v);
+  void packed_floats(uint32_t field, const std::vector<float>& v);
+
+  const std::string& data() const { return out_; }
+
+ private:
+  void tag(uint32_t field, WireType w) { raw_varint(static_cast<uint64_t>(field) << 3 | w); }
+  void raw_varint(uint64_t v);
+
+  std::string out_;
 };
 
 // `s` with bytes outside printable ASCII as \xNN: file bytes quoted in an

@@ -230,28 +230,32 @@ def load_param_into_net(net, parameter_dict, strict_load=True):
 _EXPORT_EXTENSIONS = {"SPORA": ".spora", "MINDIR": ".mindir"}
 
 
-def export(net, *inputs, file_name, file_format="SPORA"):
+def export(net, *inputs, file_name, file_format="SPORA", dynamic_batch=False):
     """Traces net.construct on example `inputs` (in eval mode) into a graph
     whose weights are the net's Parameters, and saves graph and weights to
     file_name in Spora's model format. file_format "SPORA" (the default)
     adds ".spora" to a file_name without an extension, "MINDIR" adds
     ".mindir" (MindSpore's name; the contents are Spora's format, which
     MindSpore cannot read). The file runs with spora.load, or from C with
-    spora_model_load / spora_model_run. Returns the path written."""
+    spora_model_load / spora_model_run. Returns the path written.
+
+    file_format "ONNX" writes an ONNX model instead (ai.onnx opset 17,
+    ".onnx" added), for onnxruntime and other ONNX tools; dynamic_batch=True
+    makes dimension 0 of the inputs the symbolic "batch" (docs/onnx.md)."""
     from ._jit import JitFunction
     from .nn.cell import Cell
     fmt = str(file_format).upper()
-    if fmt not in _EXPORT_EXTENSIONS:
+    if fmt not in _EXPORT_EXTENSIONS and fmt != "ONNX":
         raise ValueError(f"[export] file_format {file_format!r} is not supported: Spora writes its own model "
                          f"format, as file_format='SPORA' (model.spora) or 'MINDIR' (the same format named "
-                         f"model.mindir, which spora.load reads)")
+                         f"model.mindir, which spora.load reads), or 'ONNX' (model.onnx, for other runtimes)")
     if not isinstance(net, Cell):
         raise TypeError(f"[export] net must be an nn.Cell, got {type(net).__name__}")
     if not inputs:
         raise ValueError("[export] give example inputs: spora.export(net, x, file_name=...)")
     path = _path(file_name, "export")
     if not os.path.splitext(path)[1]:
-        path += _EXPORT_EXTENSIONS[fmt]
+        path += ".onnx" if fmt == "ONNX" else _EXPORT_EXTENSIONS[fmt]
     inputs = tuple(x if isinstance(x, Tensor) else Tensor(np.asarray(x)) for x in inputs)
     was_training = net.training
     net.set_train(False)
@@ -268,7 +272,10 @@ def export(net, *inputs, file_name, file_format="SPORA"):
         weights = list(entry.weights)
     finally:
         net.set_train(was_training)
-    _C.model_save(path, graph_json, weights)
+    if fmt == "ONNX":
+        _C.model_export_onnx(path, graph_json, weights, bool(dynamic_batch))
+    else:
+        _C.model_save(path, graph_json, weights)
     return path
 
 

@@ -119,6 +119,22 @@ void bind_io(nb::module_& m) {
       nb::arg("path"), nb::arg("graph_json"), nb::arg("weights"),
       "Saves a graph (as JSON) with its weights in creation order (spora_model_save).");
 
+  m.def(
+      "model_export_onnx",
+      [](const std::string& path, const std::string& graph_json, const std::vector<nb::handle>& weights,
+         bool dynamic_batch) {
+        spora_graph_t* g = nullptr;
+        check(spora_graph_from_json(graph_json.data(), graph_json.size(), &g), false);
+        GraphBox box(g);
+        std::vector<spora_tensor_t*> handles;
+        for (auto w : weights) handles.push_back(concrete(w, "export"));
+        check(spora_model_export_onnx(path.c_str(), g, handles.data(), handles.size(),
+                                      dynamic_batch ? SPORA_ONNX_DYNAMIC_BATCH : 0u),
+              false);
+      },
+      nb::arg("path"), nb::arg("graph_json"), nb::arg("weights"), nb::arg("dynamic_batch") = false,
+      "Writes a graph (as JSON) with its weights as an ONNX file (spora_model_export_onnx).");
+
   nb::class_<PyModel>(m, "Model", "A model file loaded through spora_model_load.")
       .def(
           "__init__",
