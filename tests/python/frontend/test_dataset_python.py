@@ -436,3 +436,32 @@ def test_a_corrupt_image_names_its_file(tmp_path):
         list(ds.ImageFolderDataset(str(tmp_path), extensions=[".txt"], decode=True))
     with pytest.raises(ValueError, match="expects the encoded image as 1-D uint8 bytes"):
         vision.Decode()(np.zeros((2, 2), np.uint8))
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def test_text_tokenize_vocab_lookup():
+    from spora.dataset import text
+    d = GeneratorDataset(["Welcome to Beijing", "to Beijing and back"], "text", shuffle=False)
+    tok = d.map(text.PythonTokenizer(lambda s: s.split()))
+    (first,), (second,) = rows(tok)
+    assert first.tolist() == ["Welcome", "to", "Beijing"] and second.tolist() == ["to", "Beijing", "and", "back"]
+    with pytest.raises(TypeError, match="no string type: iterate with output_numpy=True"):
+        next(tok.create_tuple_iterator())
+    vocab = text.Vocab.from_dataset(tok)
+    # most frequent first, ties in code-point order
+    assert vocab.vocab() == {"Beijing": 0, "to": 1, "Welcome": 2, "and": 3, "back": 4}
+    ids = tok.map(text.Lookup(vocab))
+    (a,), (b,) = [tuple(r) for r in ids]
+    assert a.dtype == spora.int32 and a.asnumpy().tolist() == [2, 1, 0] and b.asnumpy().tolist() == [1, 0, 3, 4]
+    small = text.Vocab.from_list(["a", "b"], special_tokens=["<pad>", "<unk>"])
+    assert small.vocab() == {"<pad>": 0, "<unk>": 1, "a": 2, "b": 3}
+    assert text.Lookup(small, "<unk>")(np.array(["b", "zzz"])).tolist() == [3, 1]
+    with pytest.raises(KeyError, match="'zzz' is not in the vocabulary and no unknown_token"):
+        text.Lookup(small)(np.array(["zzz"]))
+    assert text.Vocab.from_dataset(tok, top_k=2, special_tokens=["<unk>"]).vocab() == \
+        {"<unk>": 0, "Beijing": 1, "to": 2}
+    assert text.WhitespaceTokenizer()("a  b\tc").tolist() == ["a", "b", "c"]
+    assert text.BasicTokenizer(lower_case=True)("Héllo, World!").tolist() == ["hello", ",", "world", "!"]
+    assert small.tokens_to_ids(["a", "q"]) == [2, -1] and small.ids_to_tokens([3, 0]) == ["b", "<pad>"]

@@ -14,7 +14,7 @@ Python threads or worker processes; shuffle/batch/repeat and a bounded
 prefetch queue follow. The older helpers (load_fashion_mnist, read_idx)
 stay.
 """
-from . import config, transforms, vision
+from . import config, text, transforms, vision
 from .engine import BatchDataset, Dataset
 from .csv_source import CSVDataset, Shuffle
 from .fashion_mnist import CLASSES as FASHION_MNIST_CLASSES
@@ -29,4 +29,4 @@ from .sources import FashionMnistDataset, MnistDataset, NumpySlicesDataset
 __all__ = ["Dataset", "BatchDataset", "NumpySlicesDataset", "MnistDataset", "FashionMnistDataset",
            "GeneratorDataset", "CSVDataset", "ImageFolderDataset", "Shuffle", "Sampler", "SequentialSampler", "RandomSampler", "DistributedSampler",
            "SubsetSampler", "SubsetRandomSampler",
-           "FASHION_MNIST_CLASSES", "load_fashion_mnist", "read_idx", "config", "transforms", "vision"]
+           "FASHION_MNIST_CLASSES", "load_fashion_mnist", "read_idx", "config", "text", "transforms", "vision"]

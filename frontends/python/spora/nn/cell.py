@@ -300,23 +300,28 @@ class Cell:
         return _HookHandle(self, "_fwd_hooks", hook_fn)
 
     def _call_hooked(self, args, kwargs):
-        for fn in list(self.__dict__.get("_pre_hooks", {}).values()):
+        d = self.__dict__
+        for fn in list(d.get("_pre_hooks", {}).values()):
             new = fn(self, args)
             if new is not None:
                 args = new if isinstance(new, tuple) else (new,)
-        out = self._call_unhooked(*args, **kwargs)
-        for fn in list(self.__dict__.get("_fwd_hooks", {}).values()):
+        # The call itself, without hooks (so __call__ stays one dict lookup
+        # longer than it was for cells that have none; a cell calling itself
+        # inside its own construct runs the inner call without hooks).
+        d["_hooks_on"] = False
+        try:
+            out = self(*args, **kwargs)
+        finally:
+            d["_hooks_on"] = bool(d.get("_pre_hooks") or d.get("_fwd_hooks"))
+        for fn in list(d.get("_fwd_hooks", {}).values()):
             new = fn(self, args, out)
             if new is not None:
                 out = new
         return out
 
     def __call__(self, *args, **kwargs):
-        if self.__dict__.get("_pre_hooks") or self.__dict__.get("_fwd_hooks"):
+        if self.__dict__.get("_hooks_on"):
             return self._call_hooked(args, kwargs)
-        return self._call_unhooked(*args, **kwargs)
-
-    def _call_unhooked(self, *args, **kwargs):
         if "_pipeline_stage" in self.__dict__ and _util.is_tracing():
             from .. import _pipeline
             if _pipeline.collecting():
@@ -381,11 +386,15 @@ class _HookHandle:
             raise TypeError(f"[Cell] a hook must be callable, got {type(fn).__name__}")
         _HookHandle._next[0] += 1
         self.id = _HookHandle._next[0]
+        self._cell_dict = cell.__dict__
         self._hooks = cell.__dict__.setdefault(where, {})
         self._hooks[self.id] = fn
+        self._cell_dict["_hooks_on"] = True
 
     def remove(self):
         self._hooks.pop(self.id, None)
+        d = self._cell_dict
+        d["_hooks_on"] = bool(d.get("_pre_hooks") or d.get("_fwd_hooks"))
 
 
 class SequentialCell(Cell):
