@@ -106,7 +106,12 @@ def _reduce(op, x, axis, keepdims, float_only=False):
     return _call(op, [x], axes=axes, keepdims=bool(keepdims))
 
 
-def sum(self, axis=None, keepdims=False, dtype=None):
+def sum(self, axis=None, dtype=None, keepdims=False):
+    """MindSpore's Tensor.sum order: dtype before keepdims (PyTorch's
+    x.sum(dim, True) is refused, not read as a dtype)."""
+    if isinstance(dtype, bool):
+        raise TypeError("[Tensor.sum] the second argument is dtype (MindSpore's order: sum(axis, dtype, "
+                        "keepdims)); give keepdims= by keyword")
     if dtype is not None:
         self = self.astype(dtype)
     return _reduce("sum", self, axis, keepdims)

@@ -83,7 +83,7 @@ def minimum(x, y):
 
 
 def sum(x, axis=None, keepdims=False, *, dtype=None):
-    return x.sum(axis, keepdims, dtype)
+    return x.sum(axis, dtype=dtype, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False):

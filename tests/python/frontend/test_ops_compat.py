@@ -427,6 +427,11 @@ def test_mindspore_order_values():
     np.testing.assert_allclose(ops.std(T(x), 0, 1, True).asnumpy(), np.std(x, 0, ddof=1, keepdims=True),
                                rtol=1e-12)
     np.testing.assert_allclose(T(x).var(1, 1).asnumpy(), np.var(x, 1, ddof=1), rtol=1e-12)
+    s = T(x).sum(0, spora.float32)
+    assert s.dtype == spora.float32 and s.shape == (5,)
+    assert T(x).sum(0, keepdims=True).shape == (1, 5) and ops.sum(T(x), 0, True).shape == (1, 5)
+    with pytest.raises(TypeError, match=r"\[Tensor.sum\] the second argument is dtype"):
+        T(x).sum(0, True)
     np.testing.assert_array_equal(ops.one_hot(T([0, 2]), 3, 5.0, -1.0, 0).asnumpy(),
                                   np.where(np.eye(3)[[0, 2]].T > 0, 5.0, -1.0))
     assert ops.flatten(T(np.zeros((2, 3, 4)))).shape == (2, 12)
