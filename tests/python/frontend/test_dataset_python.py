@@ -465,3 +465,33 @@ def test_text_tokenize_vocab_lookup():
     assert text.WhitespaceTokenizer()("a  b\tc").tolist() == ["a", "b", "c"]
     assert text.BasicTokenizer(lower_case=True)("Héllo, World!").tolist() == ["hello", ",", "world", "!"]
     assert small.tokens_to_ids(["a", "q"]) == [2, -1] and small.ids_to_tokens([3, 0]) == ["b", "<pad>"]
+
+
+def test_python_pipelines_stop_cleanly_and_report_source_errors():
+    import threading
+    before = threading.active_count()
+    d = GeneratorDataset(list(range(1000)), "v", shuffle=False).map(lambda v: v + 1, num_parallel_workers=3).batch(10)
+    for k, _ in enumerate(d):
+        if k == 2:
+            break  # the producer and workers wind down
+    deadline = time.monotonic() + 10
+    while threading.active_count() > before + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)  # idle worker threads may linger until they see the stop; the producer must end
+    assert not any(t.name == "spora-dataset-prefetch" for t in threading.enumerate())
+
+    class Broken:
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            if i == 2:
+                raise IndexError("broken sample")
+            return np.float32(i)
+
+    got = []
+    with pytest.raises(IndexError, match="broken sample"):
+        for (v,) in GeneratorDataset(Broken(), "v", shuffle=False):
+            got.append(float(v))
+    assert got == [0.0, 1.0]
+    with pytest.raises(ValueError, match=r"SequentialSampler\] start_index 9 is outside"):
+        list(GeneratorDataset(list(range(3)), "v", sampler=ds.SequentialSampler(start_index=9)))

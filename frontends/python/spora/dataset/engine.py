@@ -23,6 +23,7 @@ from .. import _C
 from . import config
 from . import pipeline as P
 from .transforms import Transform
+from .workers import prefetched
 
 _TENSOR_NP = {np.dtype(t) for t in (np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8, np.bool_)}
 
@@ -215,7 +216,8 @@ class Dataset:
         if self._node is None:
             it = self._h.iterate(device, epoch, config.get_prefetch_size())
             return (tuple(t.asnumpy() for t in row) for row in it) if numpy else it
-        rows = self._node.rows(epoch)
+        node = self._node
+        rows = prefetched(lambda: node.rows(epoch), config.get_prefetch_size())
         if numpy:
             return rows
         names = self._node.names
