@@ -1,13 +1,16 @@
-"""Functional ops: every op of Spora's registry, plus PyTorch/MindSpore-style
-wrappers for the common ones.
+"""Functional ops: every op of Spora's registry, plus wrappers with
+MindSpore's functional signatures for the common ones.
 
 ``spora.ops.raw.<op>`` is the registry op exactly as its schema says
 (positional tensor inputs, keyword attributes checked against the schema's
 types, defaults from the schema). ``spora.ops.<op>`` is the same function,
-except for the names below that have a friendlier signature
-(``conv2d(x, w, bias=None, stride=1, padding=0)``, ``sum(x, axis=None)``...).
-Python scalars given as tensor inputs become tensors of the other input's
-dtype.
+except for the names defined below, which take mindspore.ops' positional
+order (``var(x, axis, ddof, keepdims)``, ``conv2d(x, w, bias, stride,
+pad_mode, padding, ...)``, ``index_select(x, axis, index)``); what MindSpore
+lacks or PyTorch orders otherwise is keyword only, so a positional call
+never means something else than in MindSpore (docs/python.md lists the
+changes). Python scalars given as tensor inputs become tensors of the other
+input's dtype.
 """
 import builtins as _builtins
 
