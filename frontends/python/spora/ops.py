@@ -602,7 +602,8 @@ def pad(input_x, padding, mode="constant", value=None):
         per_dim[x.ndim - 1 - i] = (p[2 * i], p[2 * i + 1])
     # Negative sizes crop first; the rest pads.
     if any(b < 0 or a < 0 for b, a in per_dim):
-        idx = tuple(_builtins.slice(-_builtins.min(b, 0), n + _builtins.min(a, 0)) for (b, a), n in zip(per_dim, x.shape))
+        idx = tuple(_builtins.slice(-_builtins.min(b, 0), n + _builtins.min(a, 0))
+                    for (b, a), n in zip(per_dim, x.shape))
         x = x[idx]
         per_dim = [(_builtins.max(b, 0), _builtins.max(a, 0)) for b, a in per_dim]
     if not any(b or a for b, a in per_dim):
