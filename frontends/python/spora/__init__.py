@@ -22,6 +22,7 @@ from ._context import (PYNATIVE_MODE, GRAPH_MODE, devices, set_device, get_devic
                        get_context, STRICT, COMPATIBLE, LAX)
 from . import ops  # noqa: E402
 from ._autograd import grad, value_and_grad  # noqa: E402
+from ._functional_ad import vjp, jvp  # noqa: E402
 from ._jit import jit, JitFunction, JitFallbackWarning  # noqa: E402
 from . import _jit  # noqa: E402
 from ._parallel import (set_auto_parallel_context, get_auto_parallel_context,  # noqa: E402

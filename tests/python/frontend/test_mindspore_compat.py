@@ -1085,3 +1085,45 @@ def test_forward_hooks(mode):
     h2.remove()
     np.testing.assert_allclose(net(ms.Tensor(x)).asnumpy(), np.maximum(x @ w0.T + b0, 0) @ w2.T + b2, rtol=1e-5,
                                atol=1e-5)
+
+
+# -- vjp / jvp -----------------------------------------------------------------------------
+
+
+def test_vjp_and_jvp_match_the_jacobian():
+    rng = np.random.default_rng(19)
+    a = rng.uniform(0.5, 1.5, (3,)).astype(np.float64)
+    b = rng.uniform(0.5, 1.5, (3,)).astype(np.float64)
+
+    def fn(x, y):  # (3,) x (3,) -> (3,)
+        return ops.sin(x) * y + x * x * x
+
+    # Jacobians of fn in NumPy: diagonal in each input.
+    jx = np.diag(np.cos(a) * b + 3 * a * a)
+    jy = np.diag(np.sin(a))
+    v = rng.standard_normal(3)
+    out, vjp_fn = ms.vjp(fn, ms.Tensor(a), ms.Tensor(b))
+    np.testing.assert_allclose(out.asnumpy(), np.sin(a) * b + a ** 3, rtol=1e-12)
+    gx, gy = vjp_fn(ms.Tensor(v))
+    np.testing.assert_allclose(gx.asnumpy(), v @ jx, rtol=1e-12)
+    np.testing.assert_allclose(gy.asnumpy(), v @ jy, rtol=1e-12)
+    tx, ty = rng.standard_normal(3), rng.standard_normal(3)
+    out, jv = ms.jvp(fn, (ms.Tensor(a), ms.Tensor(b)), (ms.Tensor(tx), ms.Tensor(ty)))
+    np.testing.assert_allclose(jv.asnumpy(), jx @ tx + jy @ ty, rtol=1e-12)
+
+    def two_outputs(x):  # a tuple output: jvp keeps the structure
+        return x * x, x.sum()
+
+    _, (j1, j2) = ms.jvp(two_outputs, ms.Tensor(a), ms.Tensor(tx))
+    np.testing.assert_allclose(j1.asnumpy(), 2 * a * tx, rtol=1e-12)
+    np.testing.assert_allclose(j2.asnumpy(), tx.sum(), rtol=1e-12)
+    out, vjp_fn, aux = ms.vjp(lambda x: (x * 3, x + 1), ms.Tensor(a), has_aux=True)
+    np.testing.assert_allclose(aux.asnumpy(), a + 1)
+    np.testing.assert_allclose(vjp_fn(ms.Tensor(v))[0].asnumpy(), 3 * v)
+    net = nn.Dense(3, 2, dtype=ms.float64)
+    w = net.weight.asnumpy()
+    _, vjp_fn = ms.vjp(net, ms.Tensor(a.reshape(1, 3)), weights=net.trainable_params())
+    (g_in,), (g_w, g_b) = vjp_fn(ms.Tensor(np.array([[1.0, -2.0]])))
+    np.testing.assert_allclose(g_in.asnumpy(), np.array([[1.0, -2.0]]) @ w, rtol=1e-12)
+    np.testing.assert_allclose(g_w.asnumpy(), np.array([[1.0], [-2.0]]) @ a.reshape(1, 3), rtol=1e-12)
+    np.testing.assert_allclose(g_b.asnumpy(), [1.0, -2.0])
