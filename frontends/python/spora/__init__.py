@@ -61,7 +61,7 @@ from .serialization import (save_checkpoint, load_checkpoint, load_checkpoint_me
 
 
 def __getattr__(name):
-    if name in ("nn", "train", "dataset", "communication", "amp", "runtime", "parallel", "common"):
+    if name in ("nn", "train", "dataset", "communication", "amp", "runtime", "parallel", "common", "numpy"):
         import importlib
         return importlib.import_module("." + name, __name__)
     # MindSpore exports spora.train's names at the top too (mindspore.Model,

@@ -1127,3 +1127,80 @@ def test_vjp_and_jvp_match_the_jacobian():
     np.testing.assert_allclose(g_in.asnumpy(), np.array([[1.0, -2.0]]) @ w, rtol=1e-12)
     np.testing.assert_allclose(g_w.asnumpy(), np.array([[1.0], [-2.0]]) @ a.reshape(1, 3), rtol=1e-12)
     np.testing.assert_allclose(g_b.asnumpy(), [1.0, -2.0])
+
+
+# -- mindspore.numpy -------------------------------------------------------------------------
+
+
+def test_spora_numpy_matches_numpy():
+    import spora.numpy as mnp
+    rng = np.random.default_rng(20)
+    a = rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
+    b = rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
+    x, y = mnp.array(a), mnp.asarray(b)
+
+    def same(got, want, **kw):
+        np.testing.assert_allclose(got.asnumpy(), want, rtol=kw.get("rtol", 1e-5), atol=kw.get("atol", 1e-6))
+
+    assert mnp.zeros((2, 3)).dtype == ms.float32 and mnp.ones(4).shape == (4,)
+    same(mnp.full((2, 2), 1.5), np.full((2, 2), 1.5))
+    same(mnp.zeros_like(x), np.zeros_like(a))
+    same(mnp.ones_like(x), np.ones_like(a))
+    same(mnp.full_like(x, 7.0), np.full_like(a, 7.0))
+    same(mnp.arange(2, 11, 3), np.arange(2, 11, 3))
+    same(mnp.linspace(-1, 2, 7), np.linspace(-1, 2, 7))
+    same(mnp.linspace(0, 1, 4, endpoint=False), np.linspace(0, 1, 4, endpoint=False))
+    same(mnp.eye(3, 4), np.eye(3, 4))
+    same(mnp.identity(2), np.identity(2))
+    for name in ("add", "subtract", "multiply", "divide", "true_divide", "power", "maximum", "minimum"):
+        same(getattr(mnp, name)(x, y), getattr(np, name)(a, b))
+        same(getattr(mnp, name)(x, 2.0), getattr(np, name)(a, np.float32(2.0)))
+    same(mnp.divide(mnp.arange(5), 2), np.arange(5) / 2)
+    for name in ("exp", "log", "sqrt", "square", "sin", "cos", "tanh", "floor", "ceil", "sign", "abs", "absolute",
+                 "negative", "reciprocal", "log1p"):
+        same(getattr(mnp, name)(x), getattr(np, name)(a))
+    same(mnp.clip(x, 0.8, 1.5), np.clip(a, 0.8, 1.5))
+    same(mnp.where(x > 1, x, y), np.where(a > 1, a, b))
+    for name in ("sum", "mean", "amax", "amin", "max", "min", "prod", "std", "var"):
+        same(getattr(mnp, name)(x), getattr(np, name)(a), rtol=1e-4)
+        same(getattr(mnp, name)(x, axis=1), getattr(np, name)(a, axis=1), rtol=1e-4)
+        same(getattr(mnp, name)(x, axis=0, keepdims=True), getattr(np, name)(a, axis=0, keepdims=True), rtol=1e-4)
+    same(mnp.std(x, axis=1, ddof=1), np.std(a, axis=1, ddof=1))
+    same(mnp.argmax(x, axis=1), np.argmax(a, axis=1))
+    same(mnp.argmin(x), np.argmin(a))
+    same(mnp.all(x > 0.6, axis=0), np.all(a > 0.6, axis=0))
+    same(mnp.any(x > 1.9), np.any(a > 1.9))
+    same(mnp.cumsum(x), np.cumsum(a))
+    same(mnp.cumsum(x, axis=1), np.cumsum(a, axis=1))
+    same(mnp.reshape(x, (4, 3)), a.reshape(4, 3))
+    same(mnp.ravel(x), a.ravel())
+    same(mnp.transpose(x), a.T)
+    same(mnp.swapaxes(x, 0, 1), a.swapaxes(0, 1))
+    same(mnp.squeeze(mnp.expand_dims(x, 1), 1), a)
+    same(mnp.broadcast_to(mnp.array(a[0]), (2, 4)), np.broadcast_to(a[0], (2, 4)))
+    same(mnp.concatenate((x, y), axis=1), np.concatenate((a, b), axis=1))
+    same(mnp.concatenate((x, y), axis=None), np.concatenate((a, b), axis=None))
+    same(mnp.stack((x, y), axis=2), np.stack((a, b), axis=2))
+    same(mnp.hstack((x, y)), np.hstack((a, b)))
+    same(mnp.vstack((x[0], y[1])), np.vstack((a[0], b[1])))
+    for got, want in zip(mnp.split(x, 2, axis=1), np.split(a, 2, axis=1)):
+        same(got, want)
+    for got, want in zip(mnp.split(mnp.arange(7), [2, 5]), np.split(np.arange(7), [2, 5])):
+        same(got, want)
+    same(mnp.tile(x, (2, 1)), np.tile(a, (2, 1)))
+    same(mnp.tile(mnp.array(a[0]), (2, 2)), np.tile(a[0], (2, 2)))
+    same(mnp.repeat(x, 2, axis=0), np.repeat(a, 2, axis=0))
+    same(mnp.flip(x, 1), np.flip(a, 1))
+    for name in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal"):
+        same(getattr(mnp, name)(x, 1.0), getattr(np, name)(a, 1.0))
+    special = mnp.array([1.0, np.inf, np.nan])
+    same(mnp.isnan(special), [False, False, True])
+    same(mnp.isinf(special), [False, True, False])
+    same(mnp.isfinite(special), [True, False, False])
+    same(mnp.matmul(x, mnp.transpose(y)), a @ b.T, rtol=1e-5)
+    same(mnp.dot(x, mnp.transpose(y)), np.dot(a, b.T), rtol=1e-5)
+    same(mnp.dot(x[0], y[0]), np.dot(a[0], b[0]), rtol=1e-5)
+    same(mnp.outer(x[0], y[1]), np.outer(a[0], b[1]))
+    same(mnp.inner(x, y), np.inner(a, b), rtol=1e-5)
+    g = ms.grad(lambda t: mnp.sum(mnp.square(t)))(x)
+    same(g, 2 * a)
