@@ -71,16 +71,24 @@ def _call(op, inputs, nout=1, **attrs):
     return _C.call(op, inputs, a, nout)
 
 
-def _norm_axes(axis, ndim):
+def _norm_axes(axis, ndim, op="axis"):
     if axis is None:
         return None
-    if isinstance(axis, (int, np.integer)):
+    if isinstance(axis, (int, np.integer)) or (isinstance(axis, Tensor) and axis.ndim == 0
+                                                and axis.dtype in (D.int32, D.int64, D.uint8)):
         axis = (int(axis),)
+    if isinstance(axis, str) or isinstance(axis, float) or (isinstance(axis, Tensor) and (
+            axis.dtype not in (D.int32, D.int64, D.uint8) or axis.ndim > 1)):
+        raise TypeError(f"[{op}] axis takes an int or a sequence of ints, got "
+                        + (f"a {axis.dtype.name} tensor of shape {tuple(axis.shape)}" if isinstance(axis, Tensor)
+                           else f"a {type(axis).__name__} ({axis!r})"))
     out = []
     for a in axis:
+        if isinstance(a, (float, str)) or isinstance(a, bool):
+            raise TypeError(f"[{op}] axis takes an int or a sequence of ints, got {type(a).__name__} {a!r} in it")
         a = int(a)
         if not -ndim <= a < _builtins.max(ndim, 1):
-            raise IndexError(f"axis {a} is out of range for a {ndim}-d tensor")
+            raise IndexError(f"[{op}] axis {a} is out of range for a {ndim}-d tensor")
         out.append(a % ndim if ndim else 0)
     return out
 
@@ -94,7 +102,7 @@ def _shape_arg(shape):
 # -- reductions ---------------------------------------------------------------
 
 def _reduce(op, x, axis, keepdims, float_only=False):
-    axes = _norm_axes(axis, x.ndim)
+    axes = _norm_axes(axis, x.ndim, op)
     if x.ndim == 0:
         return x
     if float_only and not x.dtype.is_floating_point:
@@ -139,7 +147,7 @@ def prod(self, axis=None, keepdims=False):
 
 def var(self, axis=None, ddof=0, keepdims=False):
     """MindSpore's order: ddof before keepdims."""
-    axes = _norm_axes(axis, self.ndim)
+    axes = _norm_axes(axis, self.ndim, "var")
     x = self if self.dtype.is_floating_point else self.astype(D.float32)
     return _call("var", [x], axes=axes if axes is not None else list(range(self.ndim)),
                  keepdims=bool(keepdims), correction=int(ddof))
@@ -147,7 +155,7 @@ def var(self, axis=None, ddof=0, keepdims=False):
 
 def std(self, axis=None, ddof=0, keepdims=False):
     """MindSpore's order: ddof before keepdims."""
-    axes = _norm_axes(axis, self.ndim)
+    axes = _norm_axes(axis, self.ndim, "std")
     x = self if self.dtype.is_floating_point else self.astype(D.float32)
     return _call("std", [x], axes=axes if axes is not None else list(range(self.ndim)),
                  keepdims=bool(keepdims), correction=int(ddof))

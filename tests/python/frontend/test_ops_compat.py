@@ -538,3 +538,49 @@ def test_functional_errors_name_op_and_argument():
         ops.group_norm(T(np.ones((2, 6, 4), np.float32)), T(np.ones(6, np.float32)))
     with pytest.raises(TypeError, match=r"\[var\] ddof takes an int, got a bool"):
         ops.var(x, 0, True)
+
+
+def test_reduction_axis_errors_name_the_op():
+    x = T(np.ones((2, 3), np.float32))
+    with pytest.raises(TypeError, match=r"\[mean\] axis takes an int or a sequence of ints, got a float32 tensor "
+                                        r"of shape \(1,\)"):
+        ops.mean(x, T(np.array([0.5], np.float32)))
+    with pytest.raises(TypeError, match=r"\[sum\] axis takes an int or a sequence of ints, got a str"):
+        x.sum("a")
+    with pytest.raises(TypeError, match=r"\[var\] axis takes an int or a sequence of ints, got float 1.0 in it"):
+        ops.var(x, (0, 1.0))
+    with pytest.raises(IndexError, match=r"\[prod\] axis 5 is out of range for a 2-d tensor"):
+        ops.prod(x, 5)
+    # Integer tensors are fine axes.
+    assert ops.sum(x, T(np.int64(1))).shape == (2,) and ops.mean(x, T([0, 1])).item() == 1.0
+
+
+# -- the compositions on another device (sim) agree with cpu ---------------------------------
+
+def test_compositions_on_sim_match_cpu():
+    if "sim:0" not in [str(d) for d in spora.devices()]:
+        pytest.skip("no sim device in this build")
+    x = RNG.standard_normal((4, 3, 2, 2)).astype(np.float32)
+    t = RNG.integers(0, 3, (4, 2, 2))
+    t[0, 0, 0] = -100
+    w = np.array([0.5, 1.0, 2.0], np.float32)
+    k = RNG.standard_normal((3, 2, 2, 2)).astype(np.float32)
+    b = RNG.standard_normal(2).astype(np.float32)
+
+    def run(dev):
+        spora.set_device(dev)
+        a = spora.Tensor(x, device=dev)
+        outs = [ops.cross_entropy(a, spora.Tensor(t, device=dev), spora.Tensor(w, device=dev), label_smoothing=0.1),
+                ops.pad(a, (1, 2, 2, 0), mode="circular"),
+                ops.binary_cross_entropy_with_logits(a, ops.sigmoid(a), pos_weight=spora.Tensor(np.float32(2.0),
+                                                                                               device=dev)),
+                ops.conv_transpose2d(a, spora.Tensor(k, device=dev), spora.Tensor(b, device=dev), 2),
+                ops.amax(a, (1, 3)), ops.swapaxes(a, 0, 3),
+                ops.matmul(a, a, transpose_b=True)]
+        g = spora.grad(lambda v: ops.cross_entropy(v, spora.Tensor(t, device=dev), spora.Tensor(w, device=dev))
+                       + ops.pad(v, (1, 1), mode="circular").square().sum())(a)
+        assert all(o.device == dev for o in outs)
+        return [o.asnumpy() for o in outs + [g]]
+
+    for c, s in zip(run("cpu"), run("sim:0")):
+        np.testing.assert_allclose(s, c, rtol=1e-5, atol=1e-6)
