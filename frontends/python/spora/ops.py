@@ -216,7 +216,7 @@ def squeeze(x, axis=None):
 
 
 def expand_dims(x, axis):
-    return x.expand_dims(axis)
+    return x.expand_dims(_int(axis, "expand_dims", "axis"))
 
 
 unsqueeze = expand_dims
@@ -236,26 +236,27 @@ def flip(x, axis=None):
 
 def concat(tensors, axis=0):
     tensors = list(tensors)
-    return _call("concat", tensors, axis=int(axis))
+    return _call("concat", tensors, axis=_int(axis, "concat", "axis"))
 
 
 cat = concat
 
 
 def stack(tensors, axis=0):
-    return _call("stack", list(tensors), axis=int(axis))
+    return _call("stack", list(tensors), axis=_int(axis, "stack", "axis"))
 
 
 def split(x, split_size_or_sections, axis=0):
     """PyTorch semantics: an int is the size of each chunk (the last may be
     smaller), a list gives the sizes."""
+    axis = _int(axis, "split", "axis")
     n = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
-        k = int(split_size_or_sections)
+        k = _int(split_size_or_sections, "split", "split_size_or_sections")
         sizes = [k] * (n // k) + ([n % k] if n % k else [])
     else:
-        sizes = [int(s) for s in split_size_or_sections]
-    return _call("split", [x], nout=len(sizes), axis=int(axis), sizes=sizes)
+        sizes = [_int(s, "split", "split_size_or_sections") for s in split_size_or_sections]
+    return _call("split", [x], nout=len(sizes), axis=_int(axis, "split", "axis"), sizes=sizes)
 
 
 def where(cond, x, y):
@@ -634,11 +635,12 @@ def pad(input_x, padding, mode="constant", value=None):
 
 
 def topk(x, k, axis=-1, largest=True, sorted=True):
-    return _call("topk", [x], nout=2, k=int(k), axis=int(axis), largest=bool(largest), sorted=bool(sorted))
+    return _call("topk", [x], nout=2, k=_int(k, "topk", "k"), axis=_int(axis, "topk", "axis"),
+                 largest=bool(largest), sorted=bool(sorted))
 
 
 def cumsum(x, axis=-1):
-    return x.cumsum(axis)
+    return x.cumsum(_int(axis, "cumsum", "axis"))
 
 
 def stop_gradient(x):

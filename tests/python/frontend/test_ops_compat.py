@@ -538,6 +538,15 @@ def test_functional_errors_name_op_and_argument():
         ops.group_norm(T(np.ones((2, 6, 4), np.float32)), T(np.ones(6, np.float32)))
     with pytest.raises(TypeError, match=r"\[var\] ddof takes an int, got a bool"):
         ops.var(x, 0, True)
+    f = T(np.array([1.0], np.float32))
+    for call, msg in [(lambda: ops.concat([x, x], f), r"\[concat\] axis takes an int, got a float32 tensor"),
+                      (lambda: ops.stack([x, x], 0.5), r"\[stack\] axis takes an int, got a float \(0.5\)"),
+                      (lambda: ops.split(x, [1, 1.5], 1), r"\[split\] split_size_or_sections takes an int"),
+                      (lambda: ops.topk(x, f), r"\[topk\] k takes an int, got a float32 tensor"),
+                      (lambda: ops.cumsum(x, "1"), r"\[cumsum\] axis takes an int, got a str"),
+                      (lambda: ops.expand_dims(x, f), r"\[expand_dims\] axis takes an int")]:
+        with pytest.raises(TypeError, match=msg):
+            call()
 
 
 def test_reduction_axis_errors_name_the_op():
