@@ -495,3 +495,10 @@ def test_python_pipelines_stop_cleanly_and_report_source_errors():
     assert got == [0.0, 1.0]
     with pytest.raises(ValueError, match=r"SequentialSampler\] start_index 9 is outside"):
         list(GeneratorDataset(list(range(3)), "v", sampler=ds.SequentialSampler(start_index=9)))
+
+
+def test_only_the_columns_read_become_tensors():
+    d = GeneratorDataset([("a", 1), ("b", 2)], ["name", "id"], shuffle=False)
+    assert [int(i) for (i,) in d.create_tuple_iterator(columns=["id"])] == [1, 2]
+    with pytest.raises(TypeError, match="column 'name' holds strings"):
+        list(d.create_tuple_iterator())

@@ -109,10 +109,10 @@ class Dataset:
             raise ValueError(f"[dataset map] built-in transforms keep the column count: {len(in_cols)} input "
                              f"column(s), {len(out_cols)} output_columns")
         node = P.MapNode(self._as_node(), ops, in_cols, out_cols, workers, bool(python_multiprocessing),
-                         config.get_seed(), self._map_depth())
+                         config.get_seed(), self._depth())
         return self._python(node, self)
 
-    def _map_depth(self):
+    def _depth(self):
         n, d = 0, self
         while d is not None:
             n += 1
@@ -211,8 +211,11 @@ class Dataset:
         self._epoch += 1
         return e
 
-    def _rows(self, epoch, device="", numpy=False):
-        """Tuples of one epoch's column values: Tensors, or NumPy with numpy=True."""
+    def _rows(self, epoch, device="", numpy=False, pick=None):
+        """Tuples of one epoch's column values: Tensors, or NumPy with
+        numpy=True. pick: the column indices the caller reads (the others
+        of a Python pipeline stay NumPy, so an unread string column is no
+        error)."""
         if self._node is None:
             it = self._h.iterate(device, epoch, config.get_prefetch_size())
             return (tuple(t.asnumpy() for t in row) for row in it) if numpy else it
@@ -221,7 +224,9 @@ class Dataset:
         if numpy:
             return rows
         names = self._node.names
-        return (tuple(_tensor_of(n, a) for n, a in zip(names, row)) for row in rows)
+        want = set(range(len(names)) if pick is None else pick)
+        return (tuple(_tensor_of(n, a) if i in want else a for i, (n, a) in enumerate(zip(names, row)))
+                for row in rows)
 
     def __iter__(self):
         """One epoch of rows, each a list of Tensors (one per column), as
@@ -255,12 +260,12 @@ class _EpochIterator:
 
     def __iter__(self):
         if self._it is None:
-            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy)
+            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy, pick=self._pick)
         return self
 
     def __next__(self):
         if self._it is None:
-            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy)
+            self._it = self._ds._rows(self._ds._next_epoch(), numpy=self._numpy, pick=self._pick)
         try:
             row = next(self._it)
         except StopIteration:
