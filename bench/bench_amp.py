@@ -104,6 +104,12 @@ def main():
     except ImportError:
         torch = None
         print("PyTorch not importable: its half is skipped")
+    import spora
+    # The instruction set the cpu plugin runs on (oneDNN's, lowered by
+    # ONEDNN_MAX_CPU_ISA): without "bf16" amp's default keeps f32.
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
+    print(f"cpu arch {spora._C.device_properties('cpu').get('arch', '?')}"
+          + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
     print(f"threads {args.threads}, {args.steps} steps per round, best of {args.rounds} rounds; "
           f"load average {os.getloadavg()[0]:.1f}")
     for model in args.models.split(","):

@@ -249,6 +249,16 @@ int main() {
   spora_device_t* cpu;
   if (!ok(spora_context_create(&ctx), "ctx") || !ok(spora_device_find(ctx, "cpu", &cpu), "cpu")) return 1;
   std::printf("training step on cpu (SGD momentum, f32); goals: graph >= 1.3x eager, arena <= 0.5x naive\n");
+  // The instruction set the cpu plugin's kernels run on (oneDNN's, lowered
+  // by ONEDNN_MAX_CPU_ISA): figures from different ones do not compare.
+  size_t nprops = 0;
+  spora_device_property_count(cpu, &nprops);
+  for (size_t i = 0; i < nprops; ++i) {
+    const char *k = nullptr, *v = nullptr;
+    if (spora_device_property_at(cpu, i, &k, &v) == SPORA_OK && std::string(k) == "arch")
+      std::printf("cpu arch %s%s%s\n", v, std::getenv("ONEDNN_MAX_CPU_ISA") ? ", ONEDNN_MAX_CPU_ISA=" : "",
+                  std::getenv("ONEDNN_MAX_CPU_ISA") ? std::getenv("ONEDNN_MAX_CPU_ISA") : "");
+  }
   run("mlp", cpu, mlp, 20);
   run("lenet", cpu, lenet, 10);
   spora_context_free(ctx);

@@ -7,6 +7,7 @@
 #include <string>
 #include <thread>
 
+#include "cpu_kernels.h"
 #include "cpu_state.h"
 #include "error.h"
 
@@ -52,19 +53,35 @@ spora_plugin_error_t* device_count(int32_t* out) {
   return nullptr;
 }
 
+namespace {
+
+// The instruction set the kernels run on, as oneDNN uses it (the cpu's, or
+// lower when ONEDNN_MAX_CPU_ISA caps it): "x86_64-avx512-bf16" (bf16 dot
+// products), "x86_64-avx512", "x86_64-avx2", "x86_64". Benchmarks print it
+// beside their figures, and amp keeps f32 on a cpu without "bf16" (there
+// oneDNN emulates bf16 products, slower than f32).
+const char* onednn_arch() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::avx512_core_amx:
+    case isa::avx512_core_bf16: return "x86_64-avx512-bf16";
+    case isa::avx512_core_vnni:
+    case isa::avx512_core: return "x86_64-avx512";
+    case isa::avx2_vnni:
+    case isa::avx2: return "x86_64-avx2";
+    default: return "x86_64";
+  }
+}
+
+}  // namespace
+
 spora_plugin_error_t* device_properties(int32_t device, spora_device_properties_t* out) {
   if (!out) return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] device_properties: null output");
   if (device != 0) return make_error(SPORA_PLUGIN_NOT_FOUND, "[cpu] no device " + std::to_string(device));
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   out->name = "Host CPU";
   out->vendor = "host";
-#if defined(__AVX512F__)
-  out->arch = "x86_64-avx512";
-#elif defined(__x86_64__)
-  out->arch = "x86_64";
-#else
-  out->arch = "host";
-#endif
+  out->arch = onednn_arch();
   if (SPORA_STRUCT_HAS(out, spora_device_properties_t, memory_bytes))
     out->memory_bytes = pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
   if (SPORA_STRUCT_HAS(out, spora_device_properties_t, compute_units))

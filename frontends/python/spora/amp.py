@@ -6,7 +6,8 @@
                                          loss_scale_manager=DynamicLossScaleManager())
     loss = step(x, y)
 
-Levels (dtype: spora.bfloat16 or spora.float16; default bf16 on cpu):
+Levels (dtype: spora.bfloat16 or spora.float16; default bf16 on cpu, except
+on a cpu without bf16 dot-product instructions, see below):
   O0  nothing changes (bit-identical to no amp).
   O1  the matrix-product cells (Dense, Conv2d) compute in dtype; their
       outputs are cast back to f32, everything else stays f32.
@@ -25,6 +26,14 @@ convolutions -- forward and backward -- to bf16, casts each weight once per
 step and passes bf16 straight between chained products. Memory-bound ops
 stay f32 there: on the cpu they gain nothing from bf16, while the products
 run on the bf16 dot-product instructions at twice the f32 peak.
+
+A cpu without bf16 dot-product instructions (the cpu device's arch lacks
+"bf16": AVX2, or AVX-512 without avx512_bf16) only emulates bf16 products,
+measured 4-11x slower than f32 (MLP b128 training step, 1 thread, oneDNN
+capped at AVX-512 / AVX2 on an AVX-512 + bf16 Xeon, 2026-11-27). There
+the default dtype keeps f32 math: levels O1-O3 change nothing and a
+warning says so. An explicit dtype=spora.bfloat16 is honoured, with a
+warning.
 
 Loss scaling keeps small f16 gradients from flushing to zero: the loss is
 multiplied by the scale before differentiation and the gradients divided by
@@ -53,6 +62,22 @@ def default_dtype(device=None):
     return _dtype.bfloat16 if name.split(":")[0] in ("cpu", "sim") else _dtype.float16
 
 
+def cpu_has_bf16():
+    """True when the cpu device's kernels have bf16 dot-product
+    instructions (its arch names "bf16", as the cpu plugin reports what
+    oneDNN uses, ONEDNN_MAX_CPU_ISA included)."""
+    try:
+        return "bf16" in _C.device_properties("cpu").get("arch", "")
+    except Exception:  # no cpu device: nothing to say about it
+        return True
+
+
+def _emulated_bf16(dt):
+    """True when `dt` is bf16 and the current device is a cpu that lacks
+    bf16 instructions."""
+    return dt.name == "bfloat16" and str(_C.get_device()).split(":")[0] == "cpu" and not cpu_has_bf16()
+
+
 def _check_level(level, where):
     if level not in LEVELS:
         raise ValueError(f"[{where}] amp_level must be one of {', '.join(LEVELS)}, got {level!r}")
@@ -78,6 +103,17 @@ def auto_mixed_precision(network, amp_level="O0", dtype=None):
         raise TypeError(f"[auto_mixed_precision] network must be an nn.Cell, got {type(network).__name__}")
     _check_level(amp_level, "auto_mixed_precision")
     dt = default_dtype() if dtype is None else _amp.check_dtype(dtype, "auto_mixed_precision")
+    if amp_level != "O0" and _emulated_bf16(dt):
+        import warnings
+        arch = _C.device_properties("cpu").get("arch", "?")
+        if dtype is None:
+            warnings.warn(f"[auto_mixed_precision] this cpu ({arch}) has no bf16 dot-product instructions: bf16 "
+                          f"would run several times slower than f32, so amp_level {amp_level} keeps f32 "
+                          "(pass dtype=spora.bfloat16 to force bf16)", stacklevel=2)
+            amp_level = "O0"
+        else:
+            warnings.warn(f"[auto_mixed_precision] this cpu ({arch}) has no bf16 dot-product instructions: "
+                          "bf16 is emulated and runs several times slower than f32", stacklevel=2)
     cells = [c for _, c in network.cells_and_names()]
     for c in cells:
         object.__setattr__(c, "_amp_auto", None)

@@ -157,15 +157,46 @@ def test_to_float_rejects_other_dtypes():
 def test_auto_mixed_precision_levels_mark_the_right_cells():
     net = nn.SequentialCell(nn.Dense(8, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dense(8, 4))
     loss = nn.CrossEntropyLoss()
-    amp.auto_mixed_precision(net, "O1")
+    amp.auto_mixed_precision(net, "O1", spora.bfloat16)
     marks = [c._amp_auto.dtype.name if c._amp_auto else None for c in net]
-    assert marks == ["bfloat16", None, None, "bfloat16"]  # bf16 is the cpu default
+    assert marks == ["bfloat16", None, None, "bfloat16"]
     amp.auto_mixed_precision(net, "O2", spora.float16)
     marks = [c._amp_auto.dtype.name for c in net]
     assert marks == ["float16", "float32", "float16", "float16"]  # BatchNorm kept in f32
-    amp.auto_mixed_precision(net, "O3")
+    amp.auto_mixed_precision(net, "O3", spora.bfloat16)
     assert [c._amp_auto.dtype.name for c in net] == ["bfloat16"] * 4
     assert loss._amp_auto is None
+
+
+def test_default_dtype_keeps_f32_on_a_cpu_without_bf16(monkeypatch):
+    net = nn.SequentialCell(nn.Dense(8, 8), nn.ReLU(), nn.Dense(8, 4))
+    monkeypatch.setattr(amp, "cpu_has_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="no bf16 dot-product instructions.*keeps f32"):
+        amp.auto_mixed_precision(net, "O2")
+    assert all(c._amp_auto is None for c in net) and net._amp_auto is None
+    with pytest.warns(UserWarning, match="bf16 is emulated"):  # asked for by name: honoured
+        amp.auto_mixed_precision(net, "O2", spora.bfloat16)
+    assert [c._amp_auto.dtype.name for c in net] == ["bfloat16"] * 3
+    monkeypatch.setattr(amp, "cpu_has_bf16", lambda: True)
+    amp.auto_mixed_precision(net, "O2")
+    assert [c._amp_auto.dtype.name for c in net] == ["bfloat16"] * 3
+
+
+def test_cpu_arch_follows_onednn_isa_cap():
+    """The cpu plugin reports the ISA oneDNN runs (lowered by
+    ONEDNN_MAX_CPU_ISA), which is what amp's choice reads."""
+    import os
+    import subprocess
+    import sys
+    with open("/proc/cpuinfo") as f:
+        if " avx2" not in f.read():
+            pytest.skip("no AVX2 on this cpu")
+    code = ("import spora, warnings; from spora import amp, nn; "
+            "print(spora._C.device_properties('cpu')['arch'], amp.cpu_has_bf16())")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["x86_64-avx2", "False"], out.stdout
 
 
 # -- gradients vs finite differences -------------------------------------------------------
@@ -187,7 +218,7 @@ def test_o2_gradients_match_f32_finite_differences(mode):
     spora.set_context(mode=mode)
     x, y = _batch(3)
     net = _mlp(seed=3, hidden=256)
-    amp.auto_mixed_precision(net, "O2")
+    amp.auto_mixed_precision(net, "O2", spora.bfloat16)
     loss_net = nn.WithLossCell(net, nn.CrossEntropyLoss())
     params = net.trainable_params()
     grad_fn = spora.value_and_grad(loss_net, grad_position=None, weights=params)
@@ -348,7 +379,7 @@ def _train(make, data, mode, amp_level, batch, epochs, lr):
     xtr, ytr, xte, yte = data
     net = make()
     model = Model(net, nn.CrossEntropyLoss(), nn.Momentum(net.trainable_params(), lr, 0.9),
-                  metrics={"accuracy"}, amp_level=amp_level)
+                  metrics={"accuracy"}, amp_level=amp_level, amp_dtype=None if amp_level == "O0" else spora.bfloat16)
     batches = [(xtr[i:i + batch], ytr[i:i + batch]) for i in range(0, len(xtr), batch)]
     losses = []
 
