@@ -10,6 +10,7 @@
 
 #include "cpu_state.h"
 #include "error.h"
+#include "trace_hooks.h"
 
 struct spora_kernel {
   spora::plugin::KernelPlan plan;
@@ -123,7 +124,9 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* k, const spora_devptr_t* inp
     return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] kernel_launch: null argument");
   return guard("cpu", [&]() -> spora_plugin_error_t* {
     FlushDenormals ftz;
+    const uint64_t span = plugin::trace_begin(g_host, "cpu.kernel", k->plan.op.c_str());
     plugin::run_plan(k->plan, inputs, outputs, workspace);
+    plugin::trace_end(g_host, span);
     return nullptr;
   });
 }

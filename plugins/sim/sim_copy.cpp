@@ -21,6 +21,7 @@
 #include "error.h"
 #include "sim_api.h"
 #include "sim_state.h"
+#include "trace_hooks.h"
 
 namespace spora::sim {
 namespace {
@@ -203,6 +204,23 @@ spora_plugin_error_t* memset_sync(int32_t device, spora_devptr_t dst, int32_t by
 
 // ---- asynchronous: enqueued on the stream ----
 
+namespace {
+// A queued copy as the host's profiler sees it: a "sim.copy" span on the
+// copy engine's thread (trace_hooks.h).
+class CopySpan {
+ public:
+  explicit CopySpan(const char* what)
+      : host_(g_host.load(std::memory_order_acquire)), id_(spora::plugin::trace_begin(host_, "sim.copy", what)) {}
+  ~CopySpan() { spora::plugin::trace_end(host_, id_); }
+  CopySpan(const CopySpan&) = delete;
+  CopySpan& operator=(const CopySpan&) = delete;
+
+ private:
+  const spora_host_t* host_;
+  uint64_t id_;
+};
+}  // namespace
+
 spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst, const void* src, size_t size) {
   return guard("sim", [&]() -> spora_plugin_error_t* {
     std::shared_ptr<Stream> s;
@@ -214,6 +232,7 @@ spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst,
       // Pinned: read when the stream reaches the copy.
       return s->enqueue(
           [d, src, size](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+            const CopySpan span("h2d");
             if (size) std::memcpy(d, src, size);
             return nullptr;
           },
@@ -226,6 +245,7 @@ spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst,
     std::memcpy(staged.get(), src, size);
     return s->enqueue(
         [d, staged, size](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          const CopySpan span("h2d");
           std::memcpy(d, staged.get(), size);
           return nullptr;
         },
@@ -250,6 +270,7 @@ spora_plugin_error_t* copy_d2h_async(spora_stream_t* stream, void* dst, spora_de
     uint64_t ticket = 0;
     if (auto* err = s->enqueue(
             [dst, from, size](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+              const CopySpan span("d2h");
               if (size) std::memcpy(dst, from, size);
               return nullptr;
             },
@@ -273,6 +294,7 @@ spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst,
     if (auto* err = s->device_state().sticky_error("copy_d2d_async")) return err;
     return s->enqueue(
         [d, from, size](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          const CopySpan span("d2d");
           if (size) std::memmove(d, from, size);
           return nullptr;
         },

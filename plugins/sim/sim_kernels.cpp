@@ -15,6 +15,7 @@
 #include "kernel_plan.h"
 #include "sim_api.h"
 #include "sim_state.h"
+#include "trace_hooks.h"
 
 namespace spora::sim {
 namespace {
@@ -201,11 +202,21 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     }
     // Exceptions thrown while running become the stream's error (Stream::run).
     const auto min_time = std::chrono::microseconds(dev.config().kernel_us);
+    // For the host's profiler: queued here, run on the stream's worker
+    // (trace_hooks.h). A captured kernel runs at each replay instead, with
+    // no launch of its own to point back to.
+    const spora_host_t* host = g_host.load(std::memory_order_acquire);
+    uint64_t queued = spora::plugin::trace_begin(host, "sim.launch", k->op.c_str());
+    if (queued && s->capturing()) queued = 0;
     return s->enqueue(
-        [k, in = std::move(in), out = std::move(out), ws, min_time](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+        [k, in = std::move(in), out = std::move(out), ws, min_time, host,
+         queued](const spora_plugin_error_t*) -> spora_plugin_error_t* {
+          spora::plugin::trace_end(host, queued);
+          const uint64_t span = spora::plugin::trace_begin(host, "sim.kernel", k->op.c_str());
           const auto start = std::chrono::steady_clock::now();
           spora::plugin::run_plan(k->plan, in.data(), out.data(), ws);
           if (min_time.count() > 0) std::this_thread::sleep_until(start + min_time);
+          spora::plugin::trace_end(host, span);
           return nullptr;
         },
         Stream::Where::kWorker, false, nullptr, std::move(ranges));

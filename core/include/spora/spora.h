@@ -941,6 +941,43 @@ SPORA_API spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter);
 SPORA_API spora_status_t spora_image_decode(const void* data, size_t size, const char* name, spora_device_t* device,
                                             spora_tensor_t** out);
 
+/* ------------------------------------------------------------------------ */
+/* Profiler                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* One process-wide session records, while it runs: every eager op call and
+ * every step of a compiled graph (name, input/output dtypes and shapes,
+ * device, the caller's source line when known, host time), the device work
+ * plugins report through their trace hooks (one track per stream or plugin
+ * thread, with flow arrows from the op that launched it), user ranges (step
+ * markers), collectives (bytes, communicator) and memory counters
+ * (allocated / reserved bytes per device). When no session runs an op pays
+ * one relaxed atomic load. See docs/profiler.md. */
+
+/* Starts a session, dropping what an earlier one recorded.
+ * SPORA_ERROR_INVALID_ARGUMENT when one already runs. */
+SPORA_API spora_status_t spora_profiler_start(void);
+/* Stops recording; the session stays readable (write_trace, summary) until
+ * the next start. SPORA_ERROR_INVALID_ARGUMENT when none runs. */
+SPORA_API spora_status_t spora_profiler_stop(void);
+/* *out = 1 while a session records, else 0. */
+SPORA_API spora_status_t spora_profiler_running(int32_t* out);
+/* Writes the last (or running) session as Chrome trace-event JSON, which
+ * Perfetto (ui.perfetto.dev) and chrome://tracing open. SPORA_ERROR_IO
+ * naming `path` when it cannot be written. */
+SPORA_API spora_status_t spora_profiler_write_trace(const char* path);
+/* The op summary of the last (or running) session as text: per op name the
+ * calls, self and total host time and the share of all ops' self time, then
+ * the device work per name. Borrowed: valid until the next
+ * spora_profiler_summary call on the same thread. */
+SPORA_API spora_status_t spora_profiler_summary(const char** out);
+/* A user range on the calling thread's track, e.g. category "step", name
+ * "step 3". *out is the id to end it with, 0 when no session runs (ending 0
+ * does nothing). Ranges nest; one begun before a session started is not
+ * recorded. */
+SPORA_API spora_status_t spora_profiler_range_begin(const char* category, const char* name, uint64_t* out);
+SPORA_API spora_status_t spora_profiler_range_end(uint64_t id);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

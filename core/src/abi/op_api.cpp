@@ -6,6 +6,7 @@
 #include "runtime/collective.h"
 #include "runtime/eager.h"
 #include "runtime/observer.h"
+#include "runtime/profiler.h"
 
 using spora::Code;
 using spora::fail;
@@ -102,8 +103,12 @@ void op_call(const char* op, spora_device_t* device, spora_tensor_t* const* inpu
   spora::Tensor small[4];
   std::vector<spora::Tensor> large(num_outputs > 4 ? num_outputs : 0);
   spora::Tensor* out = num_outputs > 4 ? large.data() : small;
+  const spora::profiler::OpTimer timer;
   spora::eager_call(*def, from_handle(device), in, static_cast<int>(num_inputs), a, out,
                     static_cast<int>(num_outputs));
+  if (timer.armed())
+    spora::profiler::record_op("op", def->name, timer.t0(), in, static_cast<int>(num_inputs), out,
+                               static_cast<int>(num_outputs), from_handle(device), file, line);
   if (spora::observing())
     spora::notify_op(*def, in, static_cast<int>(num_inputs), a, out, static_cast<int>(num_outputs), file, line);
   // Allocate every handle before publishing any, so a failure leaks nothing.
@@ -171,8 +176,16 @@ spora_status_t spora_op_call_into(const char* op, spora_device_t* device, spora_
       out[i] = &outputs[i]->t;
     }
     static const spora::Attrs kNoAttrs;
+    const spora::profiler::OpTimer timer;
     spora::eager_call_into(*def, from_handle(device), in, static_cast<int>(num_inputs),
                            attrs ? attrs->attrs : kNoAttrs, out, static_cast<int>(num_outputs));
+    if (timer.armed()) {
+      spora::profiler::IoArgs io;
+      for (size_t i = 0; i < num_inputs; ++i) io.input(in[i]->dtype, in[i]->shape.dims, in[i]->shape.rank);
+      for (size_t i = 0; i < num_outputs; ++i) io.output(out[i]->dtype, out[i]->shape.dims, out[i]->shape.rank);
+      spora::profiler::record_op("op", def->name, timer.t0(), io,
+                                 num_outputs ? out[0]->device() : from_handle(device), nullptr, 0);
+    }
   });
 }
 

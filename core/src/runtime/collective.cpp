@@ -9,6 +9,7 @@
 
 #include "runtime/context.h"
 #include "runtime/host_services.h"
+#include "runtime/profiler.h"
 #include "runtime/tcp_store.h"
 #include "support/error.h"
 
@@ -321,10 +322,37 @@ std::shared_ptr<Communicator> Communicator::split(int32_t color, int32_t key) {
   return c;
 }
 
+namespace {
+// A collective call as the profiler sees it (profiler.h): from construction
+// to destruction, the bytes this rank contributes, and which communicator.
+// Costs one relaxed load when no session runs.
+class Profiled {
+ public:
+  Profiled(const Communicator& c, const char* op, uint64_t bytes) : c_(c), op_(op), bytes_(bytes) {}
+  ~Profiled() {
+    if (!timer_.armed()) return;
+    try {
+      profiler::record_collective(op_, timer_.t0(), bytes_,
+                                  fmt::format("comm {} ({}, {} ranks)", c_.id(), c_.backend(), c_.size()), c_.rank());
+    } catch (...) {  // a destructor, maybe unwinding: the record is lost, not the call
+    }
+  }
+  Profiled(const Profiled&) = delete;
+  Profiled& operator=(const Profiled&) = delete;
+
+ private:
+  const profiler::OpTimer timer_;
+  const Communicator& c_;
+  const char* op_;
+  uint64_t bytes_;
+};
+}  // namespace
+
 #define SPORA_NEED_FN(fn)                                                                             \
   if (!api_->fn) fail(Code::kUnimplemented, "[comm " #fn "] backend {} does not implement " #fn, backend_)
 
 void Communicator::all_reduce_host(const void* send, void* recv, size_t count, DType dtype, int32_t op) {
+  const Profiled prof(*this, "all_reduce", count * dtype_size(dtype));
   SPORA_NEED_FN(all_reduce);
   std::lock_guard<std::mutex> lock(call_mu_);
   check(api_->all_reduce(comm_, send, recv, count, dtype, op, nullptr, timeout()), "all_reduce");
@@ -357,6 +385,7 @@ void Communicator::need_on_device(const Tensor& t, const char* what) const {
 #define SPORA_PTR(t) reinterpret_cast<void*>((t).data())
 
 void Communicator::all_reduce(const Tensor& in, const Tensor& out, int32_t op) {
+  const Profiled prof(*this, "all_reduce", in.nbytes());
   check_same_dtype(in, out, "all_reduce");
   if (in.shape.numel() != out.shape.numel())
     fail(Code::kInvalidArgument, "[comm all_reduce] input has {} elements but output has {}", in.shape.numel(),
@@ -388,6 +417,7 @@ void Communicator::all_reduce(const Tensor& in, const Tensor& out, int32_t op) {
 }
 
 void Communicator::all_gather(const Tensor& in, const Tensor& out) {
+  const Profiled prof(*this, "all_gather", in.nbytes());
   SPORA_NEED_FN(all_gather);
   check_same_dtype(in, out, "all_gather");
   if (out.shape.numel() != in.shape.numel() * size_)
@@ -413,6 +443,7 @@ void Communicator::all_gather(const Tensor& in, const Tensor& out) {
 }
 
 void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t op) {
+  const Profiled prof(*this, "reduce_scatter", in.nbytes());
   SPORA_NEED_FN(reduce_scatter);
   check_same_dtype(in, out, "reduce_scatter");
   if (in.shape.numel() != out.shape.numel() * size_)
@@ -438,6 +469,7 @@ void Communicator::reduce_scatter(const Tensor& in, const Tensor& out, int32_t o
 }
 
 void Communicator::broadcast(const Tensor& t, int32_t root) {
+  const Profiled prof(*this, "broadcast", t.nbytes());
   SPORA_NEED_FN(broadcast);
   if (device_)
     SPORA_DEVICE_CALL("broadcast",
@@ -456,6 +488,7 @@ void Communicator::broadcast(const Tensor& t, int32_t root) {
 }
 
 void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
+  const Profiled prof(*this, "all_to_all", in.nbytes());
   SPORA_NEED_FN(all_to_all);
   check_same_dtype(in, out, "all_to_all");
   if (in.shape.numel() != out.shape.numel() || in.shape.numel() % size_ != 0)
@@ -482,6 +515,7 @@ void Communicator::all_to_all(const Tensor& in, const Tensor& out) {
 }
 
 void Communicator::send(const Tensor& t, int32_t peer) {
+  const Profiled prof(*this, "send", t.nbytes());
   SPORA_NEED_FN(send);
   if (device_)
     SPORA_DEVICE_CALL("send",
@@ -497,6 +531,7 @@ void Communicator::send(const Tensor& t, int32_t peer) {
 }
 
 void Communicator::recv(const Tensor& t, int32_t peer) {
+  const Profiled prof(*this, "recv", t.nbytes());
   SPORA_NEED_FN(recv);
   if (device_)
     SPORA_DEVICE_CALL("recv",
@@ -520,6 +555,7 @@ size_t quarantined_bytes() {
 }
 
 void Communicator::barrier() {
+  const Profiled prof(*this, "barrier", 0);
   SPORA_NEED_FN(barrier);
   // A device-bound barrier waits for the stream too: the work before it on
   // this rank has finished when it returns.
@@ -556,6 +592,7 @@ void Communicator::run_host(const std::string& op, const Attrs& attrs, const Ten
     all_reduce_host(send, recv, static_cast<size_t>(in.shape.numel()), in.dtype, reduce_op);
     return;
   }
+  const Profiled prof(*this, op.c_str(), static_cast<uint64_t>(in.shape.numel()) * dtype_size(in.dtype));
   if (attrs.get_int("size") != size_)
     fail(Code::kInvalidArgument, "[{}] the graph was built for {} ranks but communicator {} has {}", op,
          attrs.get_int("size"), id_, size_);
@@ -639,6 +676,9 @@ std::string Communicator::device_layout_problem(const std::string& op, const Att
 
 void Communicator::run_device(const std::string& op, const Attrs& attrs, const TensorMeta& in, const TensorMeta& out,
                               const void* send, void* recv, int32_t reduce_op, Device::Lane lane) {
+  // Enqueued on the device: the span is the host's part; the transfer itself
+  // shows on the device plugin's tracks when it reports it.
+  const Profiled prof(*this, op.c_str(), static_cast<uint64_t>(in.shape.numel()) * dtype_size(in.dtype));
   if (!device_) fail(Code::kInternal, "[{}] communicator {} is not bound to a device", op, id_);
   const std::string problem = device_layout_problem(op, attrs, in, out);
   if (!problem.empty()) fail(Code::kUnimplemented, "[{}] {}", op, problem);

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/profiler.h"
 #include "support/log.h"
 
 namespace spora {
@@ -134,7 +135,8 @@ spora_plugin_error_t* svc_kv_get(void*, const char* key, int64_t timeout_ms, voi
   }
 }
 
-// Trace spans: logged at trace level with their duration (SPORA_LOG_LEVEL=trace).
+// Trace spans: recorded by a running profiler session (runtime/profiler.h),
+// else logged at trace level with their duration (SPORA_LOG_LEVEL=trace).
 struct Span {
   std::string name;
   std::chrono::steady_clock::time_point start;
@@ -144,6 +146,14 @@ std::map<uint64_t, Span> g_spans;
 std::atomic<uint64_t> g_next_span{1};
 
 uint64_t svc_trace_begin(void*, const char* category, const char* name) noexcept {
+  // A profiler session takes the spans (its ids carry the top bit).
+  if (profiler::on()) {
+    try {
+      return profiler::hook_begin(category, name);
+    } catch (...) {
+      return 0;
+    }
+  }
   if (!logger().should_log(spdlog::level::trace)) return 0;
   try {
     const uint64_t id = g_next_span++;
@@ -157,6 +167,13 @@ uint64_t svc_trace_begin(void*, const char* category, const char* name) noexcept
 
 void svc_trace_end(void*, uint64_t id) noexcept {
   if (id == 0) return;
+  if (id >> 63) {
+    try {
+      profiler::hook_end(id);
+    } catch (...) {
+    }
+    return;
+  }
   try {
     Span s;
     {

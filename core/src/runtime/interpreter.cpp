@@ -6,6 +6,7 @@
 #include "ir/serialize.h"
 #include "runtime/eager.h"
 #include "runtime/observer.h"
+#include "runtime/profiler.h"
 #include "support/error.h"
 
 namespace spora {
@@ -57,12 +58,16 @@ std::vector<Tensor> apply(const ir::Node& n, Device* device, const Values& value
   std::vector<const Tensor*> in;
   for (const ir::Value& v : n.inputs) in.push_back(&value_of(values, v));
   std::vector<Tensor> out(n.outputs.size());
+  const profiler::OpTimer timer;
   try {
     eager_call(*n.op, device, in.data(), static_cast<int>(in.size()), n.attrs, out.data(),
                static_cast<int>(n.outputs.size()));
   } catch (const Error& e) {
     throw Error(e.code(), ir::with_loc(e.what(), n.loc));
   }
+  if (timer.armed())
+    profiler::record_op("op", n.op->name, timer.t0(), in.data(), static_cast<int>(in.size()), out.data(),
+                        static_cast<int>(out.size()), device, n.loc.file.c_str(), n.loc.line);
   if (observing())
     notify_op(*n.op, in.data(), static_cast<int>(in.size()), n.attrs, out.data(), static_cast<int>(n.outputs.size()),
               n.loc.file.c_str(), n.loc.line);

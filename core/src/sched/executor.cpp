@@ -8,6 +8,7 @@
 #include "ir/serialize.h"
 #include "runtime/collective.h"
 #include "runtime/interpreter.h"
+#include "runtime/profiler.h"
 #include "sched/host_errors.h"
 #include "sched/plan_build.h"
 #include "sched/plan_capture.h"
@@ -381,6 +382,24 @@ void run_while(const Frame& f, Step& step) {
       copy_in_stream(f.p.device, final_out[i].data(), (*cur)[i].data(), final_out[i].nbytes());
 }
 
+// The profiler's span of a step: the host time it took to enqueue (the
+// device work shows on the plugin's tracks), with its node's types and
+// source line.
+void profile_step(const Frame& f, const Step& step, int64_t t0) {
+  const ir::Node& n = f.p.graph.node(step.node);
+  profiler::IoArgs io;
+  for (const ir::Value& v : step.inputs) {
+    const TensorMeta& m = f.p.graph.meta(v);
+    io.input(m.dtype, m.shape.dims, m.shape.rank);
+  }
+  for (const ir::Value& v : step.outputs) {
+    const TensorMeta& m = f.p.graph.meta(v);
+    io.output(m.dtype, m.shape.dims, m.shape.rank);
+  }
+  profiler::record_op("node", n.op ? n.op->name : std::string("step"), t0, io,
+                      step.kind == Step::kHostKernel ? nullptr : f.p.device, n.loc.file.c_str(), n.loc.line);
+}
+
 void run_step(const Frame& f, Step& step) {
   for (int32_t slot : step.waits) wait_collective(f, slot);
   switch (step.kind) {
@@ -388,6 +407,7 @@ void run_step(const Frame& f, Step& step) {
     case Step::kWhile: return run_while(f, step);
     default: break;
   }
+  const profiler::OpTimer timer;
   try {
     if (step.kind == Step::kKernel) run_kernel(f, step);
     else if (step.kind == Step::kHostKernel) run_host_kernel(f, step);
@@ -395,6 +415,7 @@ void run_step(const Frame& f, Step& step) {
   } catch (const Error& e) {
     node_error(f.p.graph.node(step.node), e.code(), e.what());
   }
+  if (timer.armed()) profile_step(f, step, timer.t0());
 }
 
 }  // namespace
@@ -425,6 +446,7 @@ void run_plan(ExecutionPlan& p, const std::vector<const Tensor*>& params, const 
   check_bound_params(p.graph, p.param_nodes, p.device, params, false);
   raise_host_error();
   check_outputs(p, outputs);
+  const profiler::OpTimer timer;
   AsyncCollectives async(p);
   const Frame f{p, params, outputs, &async};
   for (const auto& step : p.steps) run_step(f, *step);
@@ -436,6 +458,9 @@ void run_plan(ExecutionPlan& p, const std::vector<const Tensor*>& params, const 
     const spora_devptr_t src = f.addr(p.graph.outputs()[i]);
     if (src != outputs[i].data()) copy_in_stream(p.device, outputs[i].data(), src, outputs[i].nbytes());
   }
+  if (timer.armed())
+    profiler::record_span(profiler::Track::kHost, "graph", "graph " + p.graph.name(), timer.t0(), profiler::now_ns(),
+                          "");
 }
 
 Executable::Executable(const ir::Graph& graph, Device* device) : plan_(build_plan(graph, device)) {}
@@ -477,7 +502,13 @@ std::vector<Tensor> Executable::run(const std::vector<const Tensor*>& params, co
     const TensorMeta& m = plan_->graph.meta(outs[i]);
     outputs.push_back(make_tensor(plan_->device, m.dtype, m.shape));
   }
-  if (!run_captured(*plan_, params, outputs)) run_plan(*plan_, params, outputs);
+  const profiler::OpTimer timer;
+  if (!run_captured(*plan_, params, outputs)) {
+    run_plan(*plan_, params, outputs);
+  } else if (timer.armed()) {  // a replay: one launch, no steps of its own
+    profiler::record_span(profiler::Track::kHost, "graph", "graph " + plan_->graph.name() + " (replay)",
+                          timer.t0(), profiler::now_ns(), "");
+  }
   return outputs;
 }
 

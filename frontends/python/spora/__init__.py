@@ -58,6 +58,7 @@ __version__ = "%d.%d.%d" % _C.version()
 # spora.train, spora.dataset, spora.amp, spora.runtime, spora.parallel and spora.common load on first use.
 from .serialization import (save_checkpoint, load_checkpoint, load_checkpoint_metadata,  # noqa: E402
                             load_param_into_net, export, load)
+from .profiler import Profiler  # noqa: E402
 
 
 def __getattr__(name):

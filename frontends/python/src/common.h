@@ -162,5 +162,7 @@ void bind_tape(nb::module_& m);  // tape.cpp: the eager tape behind PyNative gra
 void bind_comm(nb::module_& m);  // comm.cpp: communicators for spora.communication
 void bind_io(nb::module_& m);  // io.cpp: checkpoint and model files
 void bind_dataset(nb::module_& m);  // dataset.cpp: the data pipeline (spora_dataset_*)
+void bind_profiler(nb::module_& m);  // profiler.cpp: spora_profiler_* behind spora.Profiler
+extern bool g_profile_locations;     // profiler.cpp: eager ops carry the user's source line
 
 }  // namespace spora_py

@@ -56,7 +56,12 @@ static constexpr int64_t kReleaseGilElements = 1 << 16;
 void eager_call(const char* op, spora_device_t* device, spora_tensor_t* const* hs, size_t n,
                        const spora_attrs_t* attrs, spora_tensor_t** outs, size_t nout, int64_t work) {
   spora_status_t s;
-  if (work >= kReleaseGilElements) {
+  if (g_profile_locations) {  // the profiler shows each op's user source line
+    std::string file;
+    int line = 0;
+    user_location(&file, &line);
+    s = spora_op_call_at(op, device, hs, n, attrs, file.empty() ? nullptr : file.c_str(), line, outs, nout);
+  } else if (work >= kReleaseGilElements) {
     nb::gil_scoped_release nogil;
     s = spora_op_call(op, device, hs, n, attrs, outs, nout);
   } else {

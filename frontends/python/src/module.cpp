@@ -332,4 +332,5 @@ NB_MODULE(_C, m) {
   bind_io(m);
   bind_dataset(m);
   bind_comm(m);
+  bind_profiler(m);
 }

@@ -14,6 +14,7 @@ import time
 import numpy as np
 
 from .. import Tensor, _parallel, _zero, value_and_grad
+from .. import profiler as _profiler
 from ..nn import _util
 from ..nn.cell import Cell
 from ..nn.distributed import DistributedGradReducer
@@ -193,8 +194,10 @@ class Model:
                 params.cur_step_in_epoch += 1
                 params.batch_size = _batch_size(data[0])
                 cbs.on_train_step_begin(ctx)
+                mark = _profiler._range_begin("step", f"step {params.cur_step_num}") if _profiler._active else 0
                 loss = self._train_step(*data, label)
                 value = float(loss.asnumpy())
+                _profiler._range_end(mark)  # the step's span ends once its loss is read back
                 params.net_outputs = value
                 loss_sum += value * params.batch_size
                 samples += params.batch_size

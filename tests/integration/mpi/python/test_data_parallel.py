@@ -206,3 +206,21 @@ def test_gradient_through_all_reduce():
         spora.grad(f)(x)
     g = spora.jit(spora.grad(f))(x)
     np.testing.assert_allclose(g.asnumpy(), n * 2 * x.asnumpy(), rtol=1e-12)
+
+
+# -- the profiler -----------------------------------------------------------
+
+def test_profiler_records_collectives(tmp_path):
+    import json
+    r, n = comm.get_rank(), comm.get_group_size()
+    x = spora.Tensor(np.ones((4, 8), np.float32))
+    with spora.Profiler(str(tmp_path / f"prof{r}.json"), print_summary=False) as p:
+        comm.all_reduce(x)
+        comm.all_gather(x)
+    with open(p.trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    coll = {e["name"]: e for e in events if e["ph"] == "X" and e.get("cat") == "collective"}
+    assert set(coll) == {"all_reduce", "all_gather"}
+    for e in coll.values():
+        assert e["dur"] > 0 and e["args"]["bytes"] == 4 * 8 * 4 and e["args"]["rank"] == r
+        assert e["args"]["group"].endswith(f"(mpi, {n} ranks)")

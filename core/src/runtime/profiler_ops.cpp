@@ -1,0 +1,95 @@
+// The profiler's op, collective and memory records (profiler.h).
+#include <mutex>
+#include <unordered_map>
+
+#include "runtime/device.h"
+#include "runtime/profiler.h"
+#include "runtime/tensor.h"
+#include "support/error.h"
+
+namespace spora::profiler {
+
+namespace {
+
+// Device memory is sampled after an op at most this often per device: a
+// plugin's statistics call is cheap but not free, and a counter track needs
+// no more detail than the ops around it show.
+constexpr int64_t kMemorySampleNs = 100 * 1000;
+
+struct MemorySampler {
+  std::mutex mu;
+  struct State {
+    int64_t last = -1;
+    bool unsupported = false;
+  };
+  std::unordered_map<const Device*, State> devices;
+};
+
+MemorySampler& sampler() {
+  static auto* s = new MemorySampler;
+  return *s;
+}
+
+void sample_memory(Device* device, int64_t now) {
+  MemorySampler& m = sampler();
+  {
+    std::lock_guard<std::mutex> lock(m.mu);
+    MemorySampler::State& st = m.devices[device];
+    if (st.unsupported || (st.last >= 0 && now - st.last < kMemorySampleNs && now >= st.last)) return;
+    st.last = now;
+  }
+  Device::MemoryStats stats;
+  try {
+    stats = device->memory_stats();
+  } catch (const Error&) {  // a plugin without statistics (ABI 1.0): no counter
+    std::lock_guard<std::mutex> lock(m.mu);
+    m.devices[device].unsupported = true;
+    return;
+  }
+  record_counter("memory " + device->name(), now,
+                 "\"allocated\":" + std::to_string(stats.allocated) +
+                     ",\"reserved\":" + std::to_string(stats.reserved));
+}
+
+}  // namespace
+
+void IoArgs::add(std::string& list, int32_t dtype, const int64_t* dims, int32_t rank) {
+  list += list.empty() ? "\"" : ",\"";
+  list += dtype_name(static_cast<DType>(dtype));  // plain ASCII: nothing to escape
+  list += '[';
+  for (int32_t i = 0; i < rank; ++i) {
+    if (i) list += ',';
+    list += std::to_string(dims[i]);
+  }
+  list += "]\"";
+}
+
+std::string IoArgs::json() const { return "\"inputs\":[" + in_ + "],\"outputs\":[" + out_ + ']'; }
+
+void record_op(const char* cat, const std::string& op, int64_t t0_ns, const IoArgs& io, Device* device,
+               const char* file, int32_t line) {
+  const int64_t t1 = now_ns();
+  std::string args = io.json();
+  if (device) args += ",\"device\":\"" + json_escape(device->name()) + '"';
+  if (file && *file) args += ",\"source\":\"" + json_escape(std::string(file) + ':' + std::to_string(line)) + '"';
+  record_span(Track::kHost, cat, op, t0_ns, t1, std::move(args));
+  if (device) sample_memory(device, t1);
+}
+
+void record_op(const char* cat, const std::string& op, int64_t t0_ns, const Tensor* const* inputs, int num_inputs,
+               const Tensor* outputs, int num_outputs, Device* device, const char* file, int32_t line) {
+  IoArgs io;
+  for (int i = 0; i < num_inputs; ++i) io.input(inputs[i]->dtype, inputs[i]->shape.dims, inputs[i]->shape.rank);
+  for (int i = 0; i < num_outputs; ++i) io.output(outputs[i].dtype, outputs[i].shape.dims, outputs[i].shape.rank);
+  if (!device && num_outputs > 0 && outputs[0].buffer) device = outputs[0].device();
+  if (!device && num_inputs > 0 && inputs[0]->buffer) device = inputs[0]->device();
+  record_op(cat, op, t0_ns, io, device, file, line);
+}
+
+void record_collective(const std::string& op, int64_t t0_ns, uint64_t bytes, const std::string& group, int32_t rank) {
+  record_span(Track::kHost, "collective", op, t0_ns, now_ns(),
+              "\"bytes\":" + std::to_string(bytes) + ",\"group\":\"" + json_escape(group) +
+                  "\",\"rank\":" + std::to_string(rank));
+}
+
+}  // namespace spora::profiler
