@@ -123,6 +123,37 @@ int main(void) {
   EXPECT(s == SPORA_ERROR_INVALID_ARGUMENT && strstr(spora_last_error(), "source dataset"), "status %d: %s", s,
          spora_last_error());
 
+  /* spora_image_decode: a 2x1 RGB PNG (pixels (10, 20, 30), (200, 150, 100)),
+   * then the same cut short. */
+  static const unsigned char png[72] = {
+      0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00,
+      0x00, 0x02, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x7b, 0x40, 0xe8, 0xdd, 0x00, 0x00, 0x00,
+      0x0f, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xe0, 0x12, 0x91, 0x3b, 0x31, 0x2d, 0x05, 0x00, 0x05, 0x07,
+      0x01, 0xff, 0x06, 0x7c, 0xb6, 0xfd, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+  spora_tensor_t* img = NULL;
+  s = spora_image_decode(png, sizeof png, "tiny.png", cpu, &img);
+  if (s == SPORA_ERROR_UNIMPLEMENTED) {
+    printf("spora_image_decode: built without libpng, skipped\n");
+  } else {
+    int64_t dims[3] = {0, 0, 0};
+    unsigned char px[6] = {0, 0, 0, 0, 0, 0};
+    OK(s);
+    OK(spora_tensor_shape(img, dims, 3));
+    OK(spora_tensor_read(img, px, sizeof px));
+    EXPECT(dims[0] == 1 && dims[1] == 2 && dims[2] == 3, "decoded shape %ld %ld %ld", (long)dims[0], (long)dims[1],
+           (long)dims[2]);
+    EXPECT(px[0] == 10 && px[2] == 30 && px[3] == 200 && px[5] == 100, "decoded pixels %d %d %d %d", px[0], px[2],
+           px[3], px[5]);
+    spora_tensor_free(img);
+    img = NULL;
+    s = spora_image_decode(png, 50, "tiny.png", cpu, &img);
+    EXPECT(s == SPORA_ERROR_INVALID_ARGUMENT && strstr(spora_last_error(), "tiny.png: corrupt PNG image"),
+           "status %d: %s", s, spora_last_error());
+  }
+  s = spora_image_decode("GIF89a", 6, "anim.gif", cpu, &img);
+  EXPECT(s == SPORA_ERROR_INVALID_ARGUMENT && strstr(spora_last_error(), "anim.gif: not a JPEG or PNG image"),
+         "status %d: %s", s, spora_last_error());
+
   spora_attrs_free(a);
   spora_dataset_free(repeated);
   spora_dataset_free(batched);
