@@ -502,3 +502,12 @@ def test_only_the_columns_read_become_tensors():
     assert [int(i) for (i,) in d.create_tuple_iterator(columns=["id"])] == [1, 2]
     with pytest.raises(TypeError, match="column 'name' holds strings"):
         list(d.create_tuple_iterator())
+
+
+def test_output_shapes_types_and_batch_size():
+    d = ds.NumpySlicesDataset({"x": np.zeros((10, 3, 2), np.float32), "y": np.arange(10, dtype=np.int32)})
+    b = d.map(lambda x: x[0], "x").batch(4)
+    assert b.output_shapes() == [[4, 2], [4]] and b.output_types() == [np.float32, np.int32]
+    assert d.output_shapes() == [[3, 2], []] and d.get_batch_size() == 1
+    assert b.get_batch_size() == 4 and d.batch(5).map(lambda x: x, "x").get_batch_size() == 5
+    assert [int(r[1][0]) for r in b] == [0, 4, 8]  # peeking did not use up an epoch number: same order

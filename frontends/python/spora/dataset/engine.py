@@ -137,8 +137,11 @@ class Dataset:
         if unsupported:
             raise TypeError(f"[dataset batch] unsupported arguments: {', '.join(sorted(unsupported))}")
         if self._node is not None:
-            return BatchDataset(None, self, P.BatchNode(self._node, int(batch_size), bool(drop_remainder)))
-        return BatchDataset(self._h.batch(int(batch_size), bool(drop_remainder)), self)
+            out = BatchDataset(None, self, P.BatchNode(self._node, int(batch_size), bool(drop_remainder)))
+        else:
+            out = BatchDataset(self._h.batch(int(batch_size), bool(drop_remainder)), self)
+        out._batch_size = int(batch_size)
+        return out
 
     def repeat(self, count=None):
         """The dataset `count` times per epoch (each pass reshuffled)."""
@@ -203,6 +206,35 @@ class Dataset:
 
     def get_col_names(self):
         return list(self._node.names) if self._node is not None else self._h.column_names()
+
+    def _first_row(self):
+        """The next epoch's first row as NumPy (runs the pipeline that far;
+        the epoch counter does not move)."""
+        rows = self._rows(self._epoch, numpy=True)
+        try:
+            for row in rows:
+                return row
+        finally:
+            if hasattr(rows, "close"):
+                rows.close()
+        raise ValueError("[dataset] the dataset is empty: no row to take shapes or types from")
+
+    def output_shapes(self, estimate=False):
+        """[shape of each column] of the first row (batch dimension included)."""
+        return [list(a.shape) for a in self._first_row()]
+
+    def output_types(self):
+        """[NumPy dtype of each column] of the first row."""
+        return [a.dtype for a in self._first_row()]
+
+    def get_batch_size(self):
+        """The batch size of the nearest batch() step (1 if none)."""
+        d = self
+        while d is not None:
+            if isinstance(d, BatchDataset) and getattr(d, "_batch_size", None):
+                return d._batch_size
+            d = d._parent
+        return 1
 
     # -- iteration -------------------------------------------------------------------------
 
