@@ -19,7 +19,6 @@ arrays with output_numpy=True, as in MindSpore.
 """
 import numpy as np
 
-from .. import _C
 from . import config
 from . import pipeline as P
 from .transforms import Transform
