@@ -715,7 +715,7 @@ SPORA_API spora_status_t spora_model_run(spora_model_t* model, spora_tensor_t* c
  * spora_graph_compile, ...). */
 SPORA_API spora_status_t spora_model_graph(const spora_model_t* model, const spora_graph_t** out);
 
-/* Imports an ONNX model file (ai.onnx opsets 13-20; the ops docs/c-api.md
+/* Imports an ONNX model file (ai.onnx opsets 7-21; the ops docs/onnx.md
  * lists) as a model: its graph inputs become the model's inputs (a symbolic
  * dimension such as a batch is stored as 1 and runs at any size), its float
  * initializers the weights (raw_data, typed fields, or external data files

@@ -33,6 +33,7 @@ const std::map<std::string, Converter>& converters() {
     std::map<std::string, Converter> r;
     add_math_converters(r);
     add_nn_converters(r);
+    add_shape_converters(r);
     return r;
   }();
   return m;
@@ -48,10 +49,26 @@ bool Ctx::has_in(size_t i) const { return i < node_->inputs.size() && !node_->in
 
 ir::Value Ctx::materialise(const std::string& name) {
   auto it = values_.find(name);
-  if (it == values_.end()) error("input '" + name + "' is not produced by any earlier node, input or initializer");
+  if (it == values_.end()) {
+    auto u = unsupported_.find(name);
+    if (u != unsupported_.end()) error("input '" + name + "' is " + u->second + ", which the importer does not produce");
+    error("input '" + name + "' is not produced by any earlier node, input or initializer");
+  }
   Entry& e = it->second;
   if (e.value.valid()) return e.value;
   const HostTensor& h = *host_.at(static_cast<size_t>(e.host));
+  // Import-time data that the other size's run computed differently (a
+  // Range over the sequence length, a ConstantOfShape of the batch) would
+  // be a constant of the traced size: refused rather than wrong later.
+  if (probe_ && !e.weight) {
+    auto ps = probe_->shapes.find(name);
+    auto pd = probe_->data.find(name);
+    if ((ps != probe_->shapes.end() && ps->second != h.shape) || (pd != probe_->data.end() && pd->second.bytes != h.bytes))
+      error("value '" + name +
+            "' is computed at import time from a dynamic input dimension and would become a constant of the "
+            "traced size; give the model's inputs fixed sizes (onnxruntime.tools.make_dynamic_shape_fixed) to "
+            "import it");
+  }
   if (e.weight) {
     e.value = imp_.graph.add_weight(name, h.dtype, h.shape);
     imp_.weights.push_back(h);
@@ -74,9 +91,12 @@ const HostTensor* Ctx::host(size_t i) {
 }
 
 void Ctx::max_outputs(size_t n) {
+  // Optional outputs (Dropout's mask, BatchNormalization's statistics) are
+  // often named but never read: only a use of one is an error.
   for (size_t i = n; i < node_->outputs.size(); ++i)
     if (!node_->outputs[i].empty())
-      error("output " + std::to_string(i) + " ('" + node_->outputs[i] + "') is not supported by the importer");
+      unsupported_[node_->outputs[i]] = "output " + std::to_string(i) + " of node '" + node_label(*node_) + "' (" +
+                                        node_->op_type + ")";
 }
 
 void Ctx::out(size_t i, ir::Value v) {
@@ -84,12 +104,78 @@ void Ctx::out(size_t i, ir::Value v) {
   const std::string& name = node_->outputs[i];
   if (values_.count(name)) error("output '" + name + "' is already defined (ONNX values are assigned once)");
   values_[name].value = v;
+  if (record_) record_->shapes[name] = meta(v).shape;
+}
+
+bool Ctx::is_weight(size_t i) const {
+  if (!has_in(i)) return false;
+  auto it = values_.find(node_->inputs[i]);
+  return it != values_.end() && it->second.weight;
+}
+
+Shape Ctx::shape_of(size_t i) {
+  if (const HostTensor* h = host(i)) return h->shape;
+  return meta(in(i)).shape;
+}
+
+bool Ctx::dynamic_dim(size_t i, int d) const {
+  if (!probe_ || !has_in(i)) return false;
+  const std::string& name = node_->inputs[i];
+  auto p = probe_->shapes.find(name);
+  auto v = values_.find(name);
+  if (p == probe_->shapes.end() || v == values_.end()) return false;
+  const Shape s = v->second.value.valid() ? imp_.graph.meta(v->second.value).shape
+                                          : host_[static_cast<size_t>(v->second.host)]->shape;
+  return d < s.rank && d < p->second.rank && (s.rank != p->second.rank || s[d] != p->second[d]);
+}
+
+std::vector<int64_t> Ctx::static_ints(size_t i, const char* what, std::vector<bool>* dynamic) {
+  const HostTensor* h = host(i);
+  if (!h)
+    error(std::string(what) + " must be known at import time (an initializer, a Constant, or computed from "
+                              "shapes); the importer does not compute it at run time");
+  if (h->shape.rank > 1) error(std::string(what) + " must be 1-D, got " + h->shape.str());
+  const int64_t n = h->shape.numel();
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    if (h->dtype == SPORA_DTYPE_I64) {
+      std::memcpy(&v[static_cast<size_t>(k)], &h->bytes[static_cast<size_t>(8 * k)], 8);
+    } else if (h->dtype == SPORA_DTYPE_I32) {
+      int32_t x;
+      std::memcpy(&x, &h->bytes[static_cast<size_t>(4 * k)], 4);
+      v[static_cast<size_t>(k)] = x;
+    } else {
+      error(std::string(what) + " must be int64, got " + dtype_name(h->dtype));
+    }
+  }
+  std::vector<bool> dyn(v.size(), false);
+  bool any = false;
+  if (probe_) {
+    auto p = probe_->data.find(node_->inputs[i]);
+    if (p != probe_->data.end()) {
+      const HostTensor& o = p->second;
+      for (size_t k = 0; k < v.size(); ++k) {
+        const size_t es = dtype_size(h->dtype);
+        dyn[k] = o.bytes.size() != h->bytes.size() || std::memcmp(&o.bytes[k * es], &h->bytes[k * es], es) != 0;
+        any |= dyn[k];
+      }
+    }
+  }
+  if (dynamic) *dynamic = dyn;
+  else if (any)
+    error(std::string(what) + " follows a dynamic input dimension (batch or sequence), and Spora would bake the "
+                              "traced size into the graph here; give the model's inputs fixed sizes to import it");
+  return v;
 }
 
 void Ctx::set_host(size_t i, HostTensor t) {
   if (i >= node_->outputs.size() || node_->outputs[i].empty()) return;
   const std::string& name = node_->outputs[i];
   if (values_.count(name)) error("output '" + name + "' is already defined (ONNX values are assigned once)");
+  if (record_) {
+    record_->shapes[name] = t.shape;
+    if (t.shape.numel() <= 4096) record_->data[name] = t;
+  }
   host_.push_back(std::make_unique<HostTensor>(std::move(t)));
   values_[name].host = static_cast<int>(host_.size() - 1);
 }
@@ -139,7 +225,8 @@ std::vector<int64_t> Ctx::attr_ints(const char* name, std::vector<int64_t> dflt)
   return a->ints;
 }
 
-Imported convert(const Model& m, const std::string& what, const std::string& model_dir) {
+Imported convert(const Model& m, const std::string& what, const std::string& model_dir, int64_t dyn_size,
+                 const Probe* probe, Probe* record) {
   if (!m.has_graph) fail(Code::kInvalidArgument, "[onnx] '{}': not an ONNX model (no graph)", what);
   auto it = m.opsets.find("");
   if (it == m.opsets.end())
@@ -154,6 +241,8 @@ Imported convert(const Model& m, const std::string& what, const std::string& mod
   if (g.has_sparse_initializers)
     fail(Code::kInvalidArgument, "[onnx] '{}': sparse initializers are not supported", what);
   Ctx c(what, model_dir, opset);
+  c.probe_ = probe;
+  c.record_ = record;
   c.imp_.graph = ir::Graph(g.name.empty() ? "onnx" : g.name);
   for (const TensorProto& t : g.initializers) {
     if (t.name.empty()) fail(Code::kInvalidArgument, "[onnx] '{}': an initializer has no name", what);
@@ -180,11 +269,12 @@ Imported convert(const Model& m, const std::string& what, const std::string& mod
       fail(Code::kInvalidArgument, "[onnx] '{}': input '{}' has rank {} (at most {})", what, v.name, v.dims.size(),
            kMaxRank);
     // A symbolic or unknown dimension (a batch) becomes 1: the model runs
-    // other sizes through the plan cache.
+    // other sizes through the plan cache (the probe run uses another size).
     std::vector<int64_t> dims = v.dims;
     for (int64_t& d : dims)
-      if (d < 0) d = 1;
+      if (d < 0) d = dyn_size;
     c.values_[v.name].value = c.imp_.graph.add_input(v.name, d, Shape::from(dims.data(), static_cast<int32_t>(dims.size()), "onnx"));
+    if (record) record->shapes[v.name] = c.imp_.graph.meta(c.values_[v.name].value).shape;
   }
   int32_t index = 0;
   for (const Node& n : g.nodes) {
@@ -193,10 +283,11 @@ Imported convert(const Model& m, const std::string& what, const std::string& mod
     if (!n.domain.empty() && n.domain != "ai.onnx")
       c.error("domain '" + n.domain + "' is not supported (only the default ai.onnx domain)");
     auto conv = converters().find(n.op_type);
-    if (conv == converters().end()) c.error("op type '" + n.op_type + "' is not supported by the importer");
     for (const Attribute& a : n.attributes)
       if (a.has_graph) c.error("attribute '" + a.name + "' is a subgraph; control flow is not supported");
     try {
+      if (try_fold(c, n)) continue;
+      if (conv == converters().end()) c.error("op type '" + n.op_type + "' is not supported by the importer");
       conv->second(c, n);
     } catch (const Error& e) {
       const std::string msg = e.what();
@@ -220,7 +311,20 @@ Imported convert(const Model& m, const std::string& what, const std::string& mod
 
 Imported import_bytes(const uint8_t* data, size_t size, const std::string& what, const std::string& model_dir) {
   const Model m = parse_model(data, size, what);
-  return convert(m, what, model_dir);
+  bool dynamic = false;
+  for (const ValueInfo& v : m.graph.inputs)
+    for (int64_t d : v.dims) dynamic |= d < 0;
+  if (!dynamic) return convert(m, what, model_dir, 1, nullptr, nullptr);
+  // With dynamic dimensions, a first run at size 2 shows which shapes and
+  // import-time numbers follow them (Probe). A model that cannot convert at
+  // that size is imported as before, at size 1 without that knowledge.
+  Probe probe;
+  try {
+    convert(m, what, model_dir, 2, nullptr, &probe);
+  } catch (const Error&) {
+    return convert(m, what, model_dir, 1, nullptr, nullptr);
+  }
+  return convert(m, what, model_dir, 1, &probe, nullptr);
 }
 
 Imported import_file(const std::string& path) {

@@ -1,5 +1,6 @@
-// ONNX import: an .onnx file (opsets 13-20 of the default domain) as a
-// Spora graph plus the values of its weights. The converter of each ONNX op
+// ONNX import: an .onnx file (opsets 7-21 of the default domain; ops whose
+// form changed are read as their opset defines them) as a Spora graph plus
+// the values of its weights. The converter of each ONNX op
 // lives in onnx_ops_*.cpp; this header is what they share.
 #pragma once
 #include <functional>
@@ -15,8 +16,8 @@
 
 namespace spora::io::onnx {
 
-constexpr int64_t kMinOpset = 13;
-constexpr int64_t kMaxOpset = 20;
+constexpr int64_t kMinOpset = 7;
+constexpr int64_t kMaxOpset = 21;
 
 struct Imported {
   ir::Graph graph;
@@ -37,6 +38,15 @@ std::unique_ptr<io::Model> load_onnx_model(const std::string& path, Device* devi
 // True when `path` names an ONNX file (ends in ".onnx", any case).
 bool is_onnx_path(const std::string& path);
 
+// What a first conversion with the dynamic input dimensions at another
+// size saw: every value's shape and its data when known at import time
+// (small ones). Comparing with it tells which dimensions and which
+// import-time numbers follow a dynamic dimension.
+struct Probe {
+  std::map<std::string, Shape> shapes;
+  std::map<std::string, HostTensor> data;
+};
+
 // What a converter sees.
 class Ctx {
  public:
@@ -56,11 +66,24 @@ class Ctx {
   // Constant's output), else nullptr.
   const HostTensor* host(size_t i);
   const TensorMeta& meta(ir::Value v) const { return imp_.graph.meta(v); }
-  // Binds output `i` of the current node; errors if the node asks for more
-  // outputs than `n` the converter provides (an unsupported output).
+  // Input `i`'s shape (known at import time, also for import-time data,
+  // which it does not add to the graph).
+  Shape shape_of(size_t i);
+  // Input `i`'s data as int64s (a shape, axes, pads), which must be known at
+  // import time. Elements that follow a dynamic input dimension (batch,
+  // sequence) are flagged in `*dynamic`; without it they are an error (the
+  // traced size would be baked into the graph).
+  std::vector<int64_t> static_ints(size_t i, const char* what, std::vector<bool>* dynamic = nullptr);
+  // Whether dimension `d` of input `i` follows a dynamic input dimension.
+  bool dynamic_dim(size_t i, int d) const;
+  // Binds output `i` of the current node.
   void out(size_t i, ir::Value v);
   void set_host(size_t i, HostTensor t);  // Constant: a value known at import time
+  // The converter provides the first `n` outputs; a later node or graph
+  // output that reads another one fails naming it.
   void max_outputs(size_t n);
+  // Whether input `i` is an initializer that becomes a weight.
+  bool is_weight(size_t i) const;
 
   ir::Value op(const std::string& name, const std::vector<ir::Value>& inputs, const Attrs& attrs = {});
   ir::Value scalar(DType dtype, double v);  // a rank-0 constant
@@ -76,7 +99,8 @@ class Ctx {
   [[noreturn]] void error(const std::string& msg) const;
 
  private:
-  friend Imported convert(const Model& m, const std::string& what, const std::string& model_dir);
+  friend Imported convert(const Model& m, const std::string& what, const std::string& model_dir, int64_t dyn_size,
+                          const Probe* probe, Probe* record);
   struct Entry {
     ir::Value value;         // invalid until materialised
     int host = -1;           // index into host_ when known at import time
@@ -90,7 +114,10 @@ class Ctx {
   ir::SourceLoc loc_;
   Imported imp_;
   std::map<std::string, Entry> values_;
+  std::map<std::string, std::string> unsupported_;  // output name -> which optional output it is
   std::vector<std::unique_ptr<HostTensor>> host_;
+  const Probe* probe_ = nullptr;  // the other size's run, when there is one
+  Probe* record_ = nullptr;       // filled during that run
 };
 
 using Converter = std::function<void(Ctx&, const Node&)>;
@@ -98,5 +125,12 @@ using Converter = std::function<void(Ctx&, const Node&)>;
 const std::map<std::string, Converter>& converters();
 void add_math_converters(std::map<std::string, Converter>& m);
 void add_nn_converters(std::map<std::string, Converter>& m);
+void add_shape_converters(std::map<std::string, Converter>& m);
+
+// Import-time evaluation (onnx_fold.cpp): true when the current node was
+// computed as host data (all its inputs known, or Shape/Size of any value).
+bool try_fold(Ctx& c, const Node& n);
+// A node's axes: input `input` from opset `since` on, the attribute before.
+std::vector<int64_t> axes_input_or_attr(Ctx& c, size_t input, int64_t since);
 
 }  // namespace spora::io::onnx

@@ -104,9 +104,82 @@ void global_avg_pool(Ctx& c, const Node&) {
   c.out(0, c.op("mean", {x}, a));
 }
 
+void global_max_pool(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const int r = c.meta(x).shape.rank;
+  if (r < 3) c.error("input must have rank >= 3 (N, C, spatial...), got " + c.meta(x).shape.str());
+  std::vector<int64_t> axes;
+  for (int i = 2; i < r; ++i) axes.push_back(i);
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(axes));
+  a.set("keepdims", AttrValue::of_bool(true));
+  c.out(0, c.op("max", {x}, a));
+}
+
+// LRN across channels: x / (bias + alpha / size * sum of x^2 over the
+// channel window)^beta. The window sum is an average pool (padding counted)
+// over the channels of an (N, 1, C, H*W) view, times size.
+void lrn(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const Shape& s = c.meta(x).shape;
+  need_4d(c, x);
+  const int64_t size = c.attr_int("size", 0);
+  if (size < 1) c.error("attribute size must be >= 1");
+  const DType d = c.meta(x).dtype;
+  const float alpha = c.attr_float("alpha", 1e-4f), beta = c.attr_float("beta", 0.75f), bias = c.attr_float("bias", 1.f);
+  Attrs view, back, pool;
+  view.set("shape", AttrValue::of_ints({-1, 1, s[1], s[2] * s[3]}));
+  back.set("shape", AttrValue::of_ints({-1, s[1], s[2], s[3]}));
+  pool.set("kernel_size", AttrValue::of_ints({size, 1}));
+  pool.set("stride", AttrValue::of_ints({1, 1}));
+  pool.set("padding", AttrValue::of_ints({(size - 1) / 2, size / 2, 0, 0}));
+  pool.set("count_include_pad", AttrValue::of_bool(true));
+  const ir::Value sq = c.op("reshape", {c.op("mul", {x, x})}, view);
+  const ir::Value mean = c.op("reshape", {c.op("avg_pool2d", {sq}, pool)}, back);
+  // alpha / size * (mean * size) = alpha * mean
+  const ir::Value base = c.op("add", {c.op("mul", {mean, c.scalar(d, alpha)}), c.scalar(d, bias)});
+  c.out(0, c.op("div", {x, c.op("pow", {base, c.scalar(d, beta)})}));
+}
+
+// LayerNormalization (opset 17): over the dimensions from axis on; the
+// bias is optional.
+void layer_norm(Ctx& c, const Node&) {
+  c.max_outputs(1);  // Mean and InvStdDev
+  const ir::Value x = c.in(0), scale = c.in(1);
+  const Shape& s = c.meta(x).shape;
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < -s.rank || axis >= s.rank) c.error("axis " + std::to_string(axis) + " is out of range");
+  if (axis < 0) axis += s.rank;
+  ir::Value bias;
+  if (c.has_in(2)) {
+    bias = c.in(2);
+  } else {
+    const TensorMeta& m = c.meta(scale);
+    bias = c.graph().add_constant(m.dtype, m.shape, std::vector<uint8_t>(static_cast<size_t>(m.shape.numel()) * dtype_size(m.dtype), 0), c.loc());
+  }
+  Attrs a;
+  a.set("normalized_ndim", AttrValue::of_int(s.rank - axis));
+  a.set("eps", AttrValue::of_float(c.attr_float("epsilon", 1e-5f)));
+  c.out(0, c.graph().add_op("layer_norm", {x, scale, bias}, a, c.loc()).at(0));
+}
+
+// InstanceNormalization is group normalisation with one group per channel.
+void instance_norm(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  if (c.meta(x).shape.rank < 3) c.error("input must have rank >= 3");
+  Attrs a;
+  a.set("groups", AttrValue::of_int(c.meta(x).shape[1]));
+  a.set("eps", AttrValue::of_float(c.attr_float("epsilon", 1e-5f)));
+  c.out(0, c.graph().add_op("group_norm", {x, c.in(1), c.in(2)}, a, c.loc()).at(0));
+}
+
 void batch_norm(Ctx& c, const Node&) {
   c.max_outputs(1);  // running statistics outputs exist only in training mode
   if (c.attr_int("training_mode", 0) != 0) c.error("training_mode = 1 is not supported (inference only)");
+  if (c.opset() < 9 && c.attr_int("spatial", 1) == 0) c.error("spatial = 0 (per-activation statistics) is not supported");
   Attrs a;
   a.set("training", AttrValue::of_bool(false));
   a.set("eps", AttrValue::of_float(c.attr_float("epsilon", 1e-5f)));
@@ -124,6 +197,10 @@ void add_nn_converters(std::map<std::string, Converter>& m) {
   m["AveragePool"] = [](Ctx& c, const Node& n) { pool(c, n, false); };
   m["GlobalAveragePool"] = global_avg_pool;
   m["BatchNormalization"] = batch_norm;
+  m["GlobalMaxPool"] = global_max_pool;
+  m["LRN"] = lrn;
+  m["LayerNormalization"] = layer_norm;
+  m["InstanceNormalization"] = instance_norm;
 }
 
 }  // namespace spora::io::onnx

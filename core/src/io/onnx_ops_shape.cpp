@@ -1,0 +1,302 @@
+// ONNX converters for the layout and indexing ops that reach the graph
+// (their import-time cases are folded by onnx_fold.cpp first): Slice,
+// Squeeze, Unsqueeze, Gather, Expand, Tile, Where, Cast, Split, Pad,
+// ConstantOfShape past the folding limit. Shapes, axes, pads and sizes must
+// be known at import time; ops whose form changed between opsets 7 and 21
+// read their attributes or inputs as the model's opset defines them.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "io/onnx_import.h"
+
+namespace spora::io::onnx {
+namespace {
+
+int norm(Ctx& c, int64_t axis, int rank) {
+  if (axis < -rank || axis >= rank)
+    c.error("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return static_cast<int>(axis < 0 ? axis + rank : axis);
+}
+
+// Slice: opset < 10 has starts/ends/axes attributes; later, inputs (with
+// steps). An axis whose size is dynamic can only be taken whole (Spora's
+// slice stores absolute bounds).
+void slice(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const Shape& s = c.meta(x).shape;
+  std::vector<int64_t> starts, ends, axes, steps;
+  std::vector<bool> dyn_end;
+  if (c.opset() < 10) {
+    starts = c.attr_ints("starts", {});
+    ends = c.attr_ints("ends", {});
+    axes = c.attr_ints("axes", {});
+  } else {
+    starts = c.static_ints(1, "starts");
+    ends = c.static_ints(2, "ends", &dyn_end);
+    if (c.has_in(3)) axes = c.static_ints(3, "axes");
+    if (c.has_in(4)) steps = c.static_ints(4, "steps");
+  }
+  if (axes.empty())
+    for (size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<int64_t>(k));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    c.error("starts, ends, axes and steps must have the same length");
+  std::vector<int64_t> b(static_cast<size_t>(s.rank), 0), e(s.dims, s.dims + s.rank), st(static_cast<size_t>(s.rank), 1);
+  bool strided = false;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    const int a = norm(c, axes[k], s.rank);
+    const bool whole = steps[k] == 1 && (starts[k] == 0 || starts[k] <= -s[a]) && ends[k] >= s[a];
+    if (c.dynamic_dim(0, a) && !whole)
+      c.error("slices dimension " + std::to_string(a) + ", which is dynamic (batch or sequence): Spora's slice "
+              "has fixed bounds; give the model's inputs fixed sizes to import it");
+    if (!dyn_end.empty() && dyn_end[k] && !whole)
+      c.error("the end on axis " + std::to_string(a) + " follows a dynamic input dimension; give the model's "
+              "inputs fixed sizes to import it");
+    b[static_cast<size_t>(a)] = starts[k];
+    e[static_cast<size_t>(a)] = std::min<int64_t>(ends[k], std::numeric_limits<int64_t>::max() / 2);
+    st[static_cast<size_t>(a)] = steps[k];
+    strided |= steps[k] != 1;
+  }
+  Attrs at;
+  if (strided) {
+    at.set("begin", AttrValue::of_ints(b));
+    at.set("end", AttrValue::of_ints(e));
+    at.set("strides", AttrValue::of_ints(st));
+    return c.out(0, c.op("strided_slice", {x}, at));
+  }
+  for (size_t d = 0; d < b.size(); ++d) e[d] = std::min(e[d], s[static_cast<int>(d)]);
+  bool dynamic = false;
+  for (int d = 0; d < s.rank; ++d) dynamic |= c.dynamic_dim(0, d);
+  if (dynamic) {
+    // Spora's slice stores bounds for every dimension, which would pin the
+    // dynamic ones; split stores only the sliced axis' part sizes.
+    ir::Value y = x;
+    for (int d = 0; d < s.rank; ++d) {
+      int64_t lo = b[static_cast<size_t>(d)], hi = e[static_cast<size_t>(d)];
+      if (lo < 0) lo = std::max<int64_t>(0, lo + s[d]);
+      if (hi < 0) hi = std::max<int64_t>(0, hi + s[d]);
+      lo = std::min(lo, s[d]);
+      hi = std::max(lo, std::min(hi, s[d]));
+      if (lo == 0 && hi == s[d]) continue;
+      if (hi == lo) c.error("an empty slice of a tensor with dynamic dimensions is not supported");
+      std::vector<int64_t> sizes;
+      size_t pick = 0;
+      if (lo > 0) {
+        sizes.push_back(lo);
+        pick = 1;
+      }
+      sizes.push_back(hi - lo);
+      if (hi < s[d]) sizes.push_back(s[d] - hi);
+      Attrs sa;
+      sa.set("axis", AttrValue::of_int(d));
+      sa.set("sizes", AttrValue::of_ints(sizes));
+      y = c.graph().add_op("split", {y}, sa, c.loc()).at(pick);
+    }
+    return c.out(0, y);
+  }
+  at.set("starts", AttrValue::of_ints(b));
+  at.set("ends", AttrValue::of_ints(e));
+  c.out(0, c.op("slice", {x}, at));
+}
+
+void squeeze(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(axes_input_or_attr(c, 1, 13)));
+  c.out(0, c.op("squeeze", {x}, a));
+}
+
+void unsqueeze(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  std::vector<int64_t> axes = axes_input_or_attr(c, 1, 13);
+  if (axes.empty()) c.error("axes are required");
+  const int r = c.meta(x).shape.rank + static_cast<int>(axes.size());
+  for (int64_t& ax : axes) ax = norm(c, ax, r);
+  std::sort(axes.begin(), axes.end());
+  Attrs a;
+  a.set("axes", AttrValue::of_ints(axes));
+  c.out(0, c.op("expand_dims", {x}, a));
+}
+
+void gather(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0), idx = c.in(1);
+  Attrs a;
+  a.set("axis", AttrValue::of_int(norm(c, c.attr_int("axis", 0), c.meta(x).shape.rank)));
+  c.out(0, c.op("gather", {x, idx}, a));
+}
+
+// Expand broadcasts both ways: the result's shape is the broadcast of the
+// input's and the given one.
+void expand(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const Shape& s = c.meta(x).shape;
+  std::vector<int64_t> want = c.static_ints(1, "the shape input");
+  const size_t r = std::max(want.size(), static_cast<size_t>(s.rank));
+  std::vector<int64_t> out(r, 1);
+  for (size_t d = 0; d < r; ++d) {
+    const int64_t a = d + static_cast<size_t>(s.rank) >= r ? s[static_cast<int>(d + s.rank - r)] : 1;
+    const int64_t b = d + want.size() >= r ? want[d + want.size() - r] : 1;
+    if (a != 1 && b != 1 && a != b) c.error("shape " + s.str() + " does not broadcast to the requested shape");
+    out[d] = a == 1 ? b : a;
+  }
+  Attrs at;
+  at.set("shape", AttrValue::of_ints(out));
+  c.out(0, c.op("broadcast_to", {x}, at));
+}
+
+void tile(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  Attrs a;
+  a.set("reps", AttrValue::of_ints(c.static_ints(1, "repeats")));
+  c.out(0, c.op("tile", {x}, a));
+}
+
+void where(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  c.out(0, c.op("where", {c.in(0), c.in(1), c.in(2)}));
+}
+
+void cast(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const int64_t to = c.attr_int("to", 0);
+  const DType d = spora_dtype(static_cast<int32_t>(to));
+  if (d == SPORA_DTYPE_INVALID)
+    c.error(std::string("Cast to ") + data_type_name(static_cast<int32_t>(to)) + ", which Spora does not support");
+  const ir::Value x = c.in(0);
+  if (c.meta(x).dtype == d) return c.out(0, x);
+  Attrs a;
+  a.set("dtype", AttrValue::of_string(dtype_name(d)));
+  c.out(0, c.op("cast", {x}, a));
+}
+
+// Split: sizes from the `split` attribute (opset < 13), the input (13+), or
+// equal parts (num_outputs at 18+, else one per output).
+void split(Ctx& c, const Node& n) {
+  const ir::Value x = c.in(0);
+  const Shape& s = c.meta(x).shape;
+  const int axis = norm(c, c.attr_int("axis", 0), s.rank);
+  std::vector<int64_t> sizes;
+  if (c.opset() < 13) sizes = c.attr_ints("split", {});
+  else if (c.has_in(1)) sizes = c.static_ints(1, "split");
+  const size_t outs = n.outputs.size();
+  if (sizes.empty()) {
+    if (outs == 0) c.error("has no outputs");
+    const int64_t part = (s[axis] + static_cast<int64_t>(outs) - 1) / static_cast<int64_t>(outs);
+    for (size_t k = 0; k < outs; ++k) sizes.push_back(std::max<int64_t>(0, std::min(part, s[axis] - part * static_cast<int64_t>(k))));
+  }
+  if (sizes.size() != outs) c.error("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outs) + " outputs");
+  Attrs a;
+  a.set("axis", AttrValue::of_int(axis));
+  a.set("sizes", AttrValue::of_ints(sizes));
+  const std::vector<ir::Value> ys = c.graph().add_op("split", {x}, a, c.loc());
+  for (size_t k = 0; k < ys.size(); ++k) c.out(k, ys[k]);
+}
+
+// Pad: opset < 11 has pads / value attributes; later, inputs (axes at 18+).
+// ONNX's pads are all begins, then all ends; Spora's (before, after) per dim.
+void pad(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const int r = c.meta(x).shape.rank;
+  std::vector<int64_t> p;
+  double value = 0;
+  if (c.opset() < 11) {
+    p = c.attr_ints("pads", {});
+    value = c.attr_float("value", 0.f);
+  } else {
+    p = c.static_ints(1, "pads");
+    if (c.has_in(2)) {
+      const HostTensor* v = c.host(2);
+      if (!v || v->shape.numel() != 1) c.error("constant_value must be a scalar known at import time");
+      if (v->dtype == SPORA_DTYPE_F32) {
+        float f;
+        std::memcpy(&f, v->bytes.data(), 4);
+        value = f;
+      } else if (v->dtype == SPORA_DTYPE_F64) {
+        std::memcpy(&value, v->bytes.data(), 8);
+      } else if (v->dtype == SPORA_DTYPE_I64) {
+        int64_t i;
+        std::memcpy(&i, v->bytes.data(), 8);
+        value = static_cast<double>(i);
+      }
+    }
+    if (c.has_in(3)) {
+      const std::vector<int64_t> axes = c.static_ints(3, "axes");
+      std::vector<int64_t> full(2 * static_cast<size_t>(r), 0);
+      if (p.size() != 2 * axes.size()) c.error("pads must have 2 values per axis");
+      for (size_t k = 0; k < axes.size(); ++k) {
+        const int a = norm(c, axes[k], r);
+        full[static_cast<size_t>(a)] = p[k];
+        full[static_cast<size_t>(a + r)] = p[k + axes.size()];
+      }
+      p = full;
+    }
+  }
+  if (p.size() != 2 * static_cast<size_t>(r)) c.error("pads must have " + std::to_string(2 * r) + " values");
+  std::vector<int64_t> sp(p.size());
+  for (int d = 0; d < r; ++d) {
+    sp[static_cast<size_t>(2 * d)] = p[static_cast<size_t>(d)];
+    sp[static_cast<size_t>(2 * d + 1)] = p[static_cast<size_t>(d + r)];
+  }
+  const std::string mode = c.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") c.error("mode '" + mode + "' is not supported");
+  Attrs a;
+  a.set("pads", AttrValue::of_ints(sp));
+  a.set("mode", AttrValue::of_string(mode));
+  a.set("value", AttrValue::of_float(value));
+  c.out(0, c.op("pad", {x}, a));
+}
+
+// A ConstantOfShape too big to fold: Spora's full.
+void constant_of_shape(Ctx& c, const Node& n) {
+  c.max_outputs(1);
+  const std::vector<int64_t> shape = c.static_ints(0, "the shape input");
+  DType d = SPORA_DTYPE_F32;
+  double v = 0;
+  if (const Attribute* a = n.attr("value")) {
+    if (!a->t) c.error("attribute value holds no tensor");
+    const HostTensor t = decode_tensor(*a->t, c.what(), "");
+    d = t.dtype;
+    if (d == SPORA_DTYPE_F32) {
+      float f;
+      std::memcpy(&f, t.bytes.data(), 4);
+      v = f;
+    } else if (d == SPORA_DTYPE_I64) {
+      int64_t i;
+      std::memcpy(&i, t.bytes.data(), 8);
+      v = static_cast<double>(i);
+    } else if (d != SPORA_DTYPE_F64 && d != SPORA_DTYPE_I32) {
+      c.error(std::string("a large ConstantOfShape of ") + dtype_name(d) + " is not supported");
+    }
+  }
+  Attrs a;
+  a.set("shape", AttrValue::of_ints(shape));
+  a.set("value", AttrValue::of_float(v));
+  a.set("dtype", AttrValue::of_string(dtype_name(d)));
+  c.out(0, c.graph().add_op("full", {}, a, c.loc()).at(0));
+}
+
+}  // namespace
+
+void add_shape_converters(std::map<std::string, Converter>& m) {
+  m["Slice"] = slice;
+  m["Squeeze"] = squeeze;
+  m["Unsqueeze"] = unsqueeze;
+  m["Gather"] = gather;
+  m["Expand"] = expand;
+  m["Tile"] = tile;
+  m["Where"] = where;
+  m["Cast"] = cast;
+  m["Split"] = split;
+  m["Pad"] = pad;
+  m["ConstantOfShape"] = constant_of_shape;
+}
+
+}  // namespace spora::io::onnx
