@@ -40,12 +40,13 @@ fi
 
 # Python environment: numpy is the reference the tests compare against;
 # nanobind builds the binding module, scikit-build-core drives `pip install .`,
-# matplotlib draws the main job's curves.
+# matplotlib draws the main job's curves, onnx and onnxruntime check ONNX
+# import and export against an independent runtime (docs/onnx.md).
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c "import numpy, pytest, nanobind, scikit_build_core, matplotlib" 2>/dev/null; then
+if ! "$venv/bin/python" -c "import numpy, pytest, nanobind, scikit_build_core, matplotlib, onnx, onnxruntime" 2>/dev/null; then
   "$venv/bin/pip" install -q --upgrade pip
-  "$venv/bin/pip" install -q numpy pytest nanobind scikit-build-core matplotlib
+  "$venv/bin/pip" install -q numpy pytest nanobind scikit-build-core matplotlib onnx onnxruntime
 fi
 echo "[install-deps] done (venv: $venv)"
