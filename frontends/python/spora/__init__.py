@@ -12,6 +12,11 @@ from . import _C
 # Frames inside this package are not "the user's line" in error messages.
 _C._set_internal_dirs([_os.path.dirname(_os.path.abspath(__file__)) + _os.sep])
 
+# Plugins installed as Python packages (entry points "spora.plugins"): their
+# paths go to the loader, which opens nothing before the first device query.
+from . import _plugin_packages  # noqa: E402
+_plugin_packages.register(_C.add_plugin_path)
+
 from ._C import (SporaError, SporaValueError, SporaTypeError, BackendUnavailableError,  # noqa: E402
                  UntraceableError, from_dlpack)
 from ._dtype import (DType, float32, float64, float16, bfloat16, int32, int64, uint8, bool_)  # noqa: E402

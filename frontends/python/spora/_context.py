@@ -1,5 +1,5 @@
 """Backends by name and the execution mode (PyNative or graph)."""
-from . import _C
+from . import _C, _plugin_packages
 from ._C import BackendUnavailableError
 
 PYNATIVE_MODE = 1
@@ -43,7 +43,7 @@ def devices(all=False):
     if all:
         for p in _C.plugins():
             if p["kind"] in ("device", "unknown") and not p["available"]:
-                out.append(DeviceInfo(p["name"], False, p["reason"], p["kind"], p["path"]))
+                out.append(DeviceInfo(p["name"], False, _plugin_packages.explain(p), p["kind"], p["path"]))
     return out
 
 
@@ -68,7 +68,7 @@ def _plugin_reasons(backends):
             parts.append(f"{b}: no plugin found (libspora-device-{b}.so is not installed or not on SPORA_PLUGIN_PATH)")
         for p in mine:
             if not p["available"]:
-                parts.append(f"{b}: {p['reason'] or 'unavailable'}")
+                parts.append(f"{b}: {_plugin_packages.explain(p) or 'unavailable'}")
             elif not any(n == b or n.startswith(b + ":") for n in have):
                 parts.append(f"{b}: the plugin loaded but reports no device")
     return "; ".join(parts)

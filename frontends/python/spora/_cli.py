@@ -1,0 +1,78 @@
+"""The `spora` command of a pip-installed Spora (and `python -m spora`).
+
+`spora devices` lists the plugins the loader found -- from SPORA_PLUGIN_PATH,
+from Python packages (entry points "spora.plugins") or next to libspora.so --
+with where each came from, why any is unusable, and the devices. The other
+subcommands (run, launch, plugin, ...) belong to the C++ tool that the Debian
+package spora-tools and a source build install."""
+import os
+import sys
+
+_USAGE = ("usage: spora devices [--plugin-path PATH]...\n"
+          "  lists the plugins (with their origin) and the devices this Python environment sees.\n"
+          "The pip package provides this subcommand only; run, launch, plugin check and the others come with\n"
+          "the C++ tool (Debian package spora-tools, or a source build: see docs/install.md).\n")
+
+
+def _origin(path):
+    from . import _C, _plugin_packages
+    pkg = _plugin_packages.package_of(path)
+    if pkg is not None:
+        return pkg.origin()
+    real = os.path.realpath(path)
+    for item in os.environ.get("SPORA_PLUGIN_PATH", "").split(":"):
+        if item and (real == os.path.realpath(item) or real.startswith(os.path.realpath(item) + os.sep)):
+            return "from SPORA_PLUGIN_PATH"
+    lib = os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "lib")
+    if real.startswith(os.path.realpath(lib) + os.sep):
+        return "installed with spora"
+    return "added by path"
+
+
+def devices(argv, out=sys.stdout):
+    from . import _C, _plugin_packages
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--plugin-path" and i + 1 < len(argv):
+            _C.add_plugin_path(argv[i + 1])
+            i += 2
+        else:
+            sys.stderr.write(f"spora devices: unknown option '{argv[i]}'\n{_USAGE}")
+            return 2
+    # Listing devices initialises the device plugins; first, so that their
+    # failures show in the plugin list.
+    devs = _C.device_names()
+    plugins = _C.plugins()
+    if not plugins:
+        out.write("no plugins found; set SPORA_PLUGIN_PATH, pip install a plugin package "
+                  "(spora-plugin-mpi, ...), or reinstall spora\n")
+        return 1
+    out.write("plugins:\n")
+    for p in plugins:
+        state = "ok" if p["available"] else "UNAVAILABLE"
+        out.write(f"  {p['name']:<10} {p['kind']:<10} {state:<8} {p['path']}\n")
+        out.write(f"             origin: {_origin(p['path'])}\n")
+        if not p["available"]:
+            out.write(f"             reason: {_plugin_packages.explain(p)}\n")
+    out.write("devices:\n")
+    for d in devs:
+        out.write(f"  {d}\n")
+    if not devs:
+        out.write("  (none usable)\n")
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "devices":
+        import spora  # noqa: F401  (registers the plugin packages)
+        return devices(argv[1:])
+    if argv and argv[0] in ("-h", "--help", "help"):
+        sys.stdout.write(_USAGE)
+        return 0
+    sys.stderr.write((f"spora: '{argv[0]}' is not available from the pip package\n" if argv else "") + _USAGE)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
