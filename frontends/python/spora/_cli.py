@@ -15,7 +15,7 @@ _USAGE = ("usage: spora devices [--plugin-path PATH]...\n"
 
 
 def _origin(path):
-    from . import _C, _plugin_packages
+    from . import _plugin_packages
     pkg = _plugin_packages.package_of(path)
     if pkg is not None:
         return pkg.origin()
@@ -23,10 +23,24 @@ def _origin(path):
     for item in os.environ.get("SPORA_PLUGIN_PATH", "").split(":"):
         if item and (real == os.path.realpath(item) or real.startswith(os.path.realpath(item) + os.sep)):
             return "from SPORA_PLUGIN_PATH"
-    lib = os.path.join(os.path.dirname(os.path.abspath(_C.__file__)), "lib")
-    if real.startswith(os.path.realpath(lib) + os.sep):
-        return "installed with spora"
+    lib = _libspora_dir()
+    if lib and real.startswith(os.path.join(lib, "spora", "plugins") + os.sep):
+        return "installed with spora (next to libspora.so)"
     return "added by path"
+
+
+def _libspora_dir():
+    """The directory of the libspora.so this process loaded (the loader's
+    default plugin directory is <it>/spora/plugins)."""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                path = line.split()[-1]
+                if os.path.basename(path).startswith("libspora.so"):
+                    return os.path.dirname(os.path.realpath(path))
+    except OSError:
+        pass
+    return ""
 
 
 def devices(argv, out=sys.stdout):

@@ -124,7 +124,14 @@ def set_device(name):
     its device 0), case-insensitive; "GPU" means the first of CUDA and ROCm
     that is available, "CPU" the cpu. An unknown or broken backend raises
     spora.BackendUnavailableError with the loader's reason and how to fix it."""
-    _C.set_device(_resolve(name, who="set_device"))
+    target = _resolve(name, who="set_device")
+    try:
+        _C.set_device(target)
+    except BackendUnavailableError as e:
+        hint = _plugin_packages.refusal(target.partition(":")[0], "device")
+        if hint and hint not in str(e):
+            raise BackendUnavailableError(f"{e}; {hint}") from e
+        raise
 
 
 def get_device():

@@ -134,3 +134,16 @@ def explain(plugin):
     hint = f"pip install -U {pkg.dist}" if pkg.dist else "reinstall the package that provides it"
     return (f"{reason}. It comes {pkg.origin()}, which does not match spora {'%d.%d.%d' % _C.version()}: "
             f"{hint} (or install the spora version that package was built for)")
+
+
+def refusal(name, kind):
+    """explain() for the plugin `name` of `kind` ("device", "collective") when
+    a Python package provides it and the loader refused it for its plugin ABI;
+    "" otherwise."""
+    from . import _C
+    for p in _C.plugins():
+        if p["name"] == name and p["kind"] in (kind, "unknown") and not p["available"]:
+            why = explain(p)
+            if why != p.get("reason", ""):
+                return f"{name}: {why}"
+    return ""

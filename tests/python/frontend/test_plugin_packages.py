@@ -93,6 +93,12 @@ def test_other_abi_major_names_versions_and_pip_fix(tmp_path):
         info = [d for d in spora.devices(all=True) if d == "badmajor"]
         assert info and not info[0].available, info
         print(info[0].reason)
+        try:
+            spora.set_device("badmajor")
+        except spora.BackendUnavailableError as e:
+            assert "pip install -U spora-plugin-badmajor" in str(e), str(e)
+        else:
+            raise SystemExit("set_device('badmajor') did not raise")
     """)
     assert r.returncode == 0, r.stdout + r.stderr
     msg = r.stdout

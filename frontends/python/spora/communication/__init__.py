@@ -60,7 +60,16 @@ def init(backend_name=None, rank=None, group_size=None, timeout_ms=None):
         return
     r = -1 if rank is None else int(rank)
     s = -1 if group_size is None else int(group_size)
-    _world = _C.Comm(backend_name, r, s, device)
+    try:
+        _world = _C.Comm(backend_name, r, s, device)
+    except Exception as e:
+        # A plugin from a Python package built for another spora: say which
+        # package and the pip command that fixes it.
+        from .. import _plugin_packages
+        hint = _plugin_packages.refusal(backend_name, "collective")
+        if hint and hint not in str(e):
+            raise type(e)(f"{e}; {hint}") from e
+        raise
     if timeout_ms is not None:
         _world.set_timeout(int(timeout_ms))
     GlobalComm.BACKEND = backend_name
