@@ -76,11 +76,26 @@ def devices(argv, out=sys.stdout):
     return 0
 
 
+def _cpp_tool():
+    """Another `spora` on PATH than this script: the C++ tool."""
+    me = os.path.realpath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        cand = os.path.join(d, "spora")
+        if os.path.isfile(cand) and os.access(cand, os.X_OK) and os.path.realpath(cand) != me:
+            with open(cand, "rb") as f:
+                if f.read(4) == b"\x7fELF":
+                    return cand
+    return ""
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "devices":
         import spora  # noqa: F401  (registers the plugin packages)
         return devices(argv[1:])
+    tool = _cpp_tool()
+    if tool:  # the C++ tool is installed too (spora-tools, a source build): it does the rest
+        os.execv(tool, [tool] + argv)
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(_USAGE)
         return 0

@@ -144,3 +144,15 @@ def test_spora_plugin_path_keeps_precedence(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().startswith(str(mine)), r.stdout
+
+
+def test_other_subcommands_go_to_the_cpp_tool(tmp_path):
+    tool_dir = os.path.join(BUILD, "bin")
+    if not os.path.exists(os.path.join(tool_dir, "spora")):
+        pytest.skip("the C++ tool is not built")
+    env = dict(os.environ, PATH=tool_dir + os.pathsep + "/usr/bin:/bin")
+    r = subprocess.run([sys.executable, "-m", "spora", "--help"], env=env, capture_output=True, text=True)
+    assert "SPORA_PLUGIN_PATH (extra plugin dirs)" in r.stdout + r.stderr, r.stdout + r.stderr
+    env["PATH"] = "/usr/bin:/bin"
+    r = subprocess.run([sys.executable, "-m", "spora", "run"], env=env, capture_output=True, text=True)
+    assert r.returncode == 2 and "'run' is not available from the pip package" in r.stderr, r.stderr
