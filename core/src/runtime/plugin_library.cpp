@@ -191,6 +191,7 @@ void PluginRecord::load() {
     delete lib;
     return fail("cannot be loaded: " + dlopen_reason(path_));
   }
+  library_ = lib;
   if (!lib->has(SPORA_PLUGIN_ENTRY_SYMBOL)) {
     for (int v = 2; v <= 9; ++v) {
       if (lib->has("spora_plugin_entry_v" + std::to_string(v)))

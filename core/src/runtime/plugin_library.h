@@ -54,6 +54,9 @@ class PluginRecord {
   const spora_device_api_t* device_api_ = nullptr;
   const spora_collective_api_t* collective_api_ = nullptr;
   std::vector<std::unique_ptr<Device>> devices_;
+  // The Boost.DLL handle object, never freed (its destructor would dlclose);
+  // held here so it stays reachable, not a leak to LeakSanitizer.
+  const void* library_ = nullptr;
   mutable std::mutex mu_;
 };
 
