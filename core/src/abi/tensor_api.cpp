@@ -11,6 +11,22 @@ using spora::abi::guard;
 using spora::abi::need;
 using spora::abi::to_handle;
 
+namespace {
+
+// The value a C caller passed for a dtype. C lets any int through an enum
+// parameter, but in C++ reading an enum object whose value lies outside the
+// enum's range is undefined (UBSan: "load of value 99, which is not a valid
+// value for type 'spora_dtype'"): its bytes are read as an int, and only a
+// valid value is used as the enum.
+int32_t dtype_arg(const spora_dtype_t& dtype) {
+  static_assert(sizeof(spora_dtype_t) == sizeof(int32_t), "spora_dtype_t is a 32-bit C enum");
+  int32_t v = 0;
+  std::memcpy(&v, &dtype, sizeof v);
+  return v;
+}
+
+}  // namespace
+
 extern "C" {
 
 spora_status_t spora_tensor_create(spora_device_t* device, spora_dtype_t dtype, const int64_t* shape, int32_t ndim,
@@ -18,8 +34,8 @@ spora_status_t spora_tensor_create(spora_device_t* device, spora_dtype_t dtype, 
   return guard([&] {
     spora::Device* d = from_handle(need(device, "spora_tensor_create", "device"));
     need(out, "spora_tensor_create", "out");
-    if (!spora::dtype_valid(dtype))
-      fail(Code::kInvalidArgument, "[spora_tensor_create] unknown dtype value {}", static_cast<int>(dtype));
+    if (!spora::dtype_valid(dtype_arg(dtype)))
+      fail(Code::kInvalidArgument, "[spora_tensor_create] unknown dtype value {}", dtype_arg(dtype));
     const spora::Shape s = spora::Shape::from(shape, ndim, "spora_tensor_create");
     auto* t = new spora_tensor{spora::tensor_from_host(d, dtype, s, data, data_bytes)};
     *out = t;
@@ -96,8 +112,8 @@ spora_status_t spora_tensor_wrap(spora_device_t* device, spora_dtype_t dtype, co
   return guard([&] {
     spora::Device* d = from_handle(need(device, "spora_tensor_wrap", "device"));
     need(out, "spora_tensor_wrap", "out");
-    if (!spora::dtype_valid(dtype))
-      fail(Code::kInvalidArgument, "[spora_tensor_wrap] unknown dtype value {}", static_cast<int>(dtype));
+    if (!spora::dtype_valid(dtype_arg(dtype)))
+      fail(Code::kInvalidArgument, "[spora_tensor_wrap] unknown dtype value {}", dtype_arg(dtype));
     if (!d->unified_memory())
       fail(Code::kInvalidArgument,
            "[spora_tensor_wrap] device {} does not share memory with the host; create the tensor with "
