@@ -59,6 +59,15 @@ if(NOT SPORA_SANITIZE STREQUAL "")
       message(FATAL_ERROR "SPORA_SANITIZE=${SPORA_SANITIZE}: ${CMAKE_CXX_COMPILER} -print-file-name=${_spora_asan_lib} "
         "found no ASan runtime (got '${SPORA_SANITIZE_RUNTIME}'); the Python tests need it preloaded")
     endif()
+    # libstdc++ with it: ASan looks up the real __cxa_throw when it starts;
+    # in an interpreter that loads libstdc++ only later (with the extension)
+    # it finds none, and the first C++ throw then fails ASan's CHECK
+    # ("real___cxa_throw != 0") instead of throwing.
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.so.6
+      OUTPUT_VARIABLE _spora_stdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(IS_ABSOLUTE "${_spora_stdcxx}" AND EXISTS "${_spora_stdcxx}")
+      set(SPORA_SANITIZE_RUNTIME "${SPORA_SANITIZE_RUNTIME}:${_spora_stdcxx}")
+    endif()
   endif()
 
   # The GPU plugins' device code is compiled by nvcc/hipcc, which the flags
