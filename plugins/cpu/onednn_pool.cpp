@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "cpu_pool.h"
 #include "cpu_state.h"
 #include "onednn_choose.h"
 #include "onednn_operand.h"
@@ -241,6 +242,21 @@ spora_plugin_error_t* plan(KernelPlan& p) {
   if (!why.empty())
     log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": tried " + why + "using " + s->impl + " on " +
                              layout_name(chosen) + (chosen == tag::nchw ? "" : " with reorders at the op's edges"));
+  // A forward max pooling with disjoint windows may run faster as the own
+  // loops (cpu_pool.cpp): LeNet b64's first one took 0.5 ms there, 0.23 ms
+  // on oneDNN's AVX-512 jit kernel, ~1 ms on AVX2 (jit on nChw8c with the
+  // reorders). Timed here like the layouts.
+  if (kind == Kind::kForward && w.alg == dnnl::algorithm::pooling_max) {
+    KernelPlan own = p;
+    if (plan_max_pool_tiles(own) == nullptr && !first_is_faster(with(s), own)) {
+      log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": the own loops are faster here than " + s->impl + " on " +
+                               layout_name(chosen));
+      p.state = own.state;
+      p.workspace = own.workspace;
+      p.run = own.run;
+      return nullptr;
+    }
+  }
   p.state = s;
   p.workspace = s->workspace;
   p.run = run;
@@ -248,6 +264,9 @@ spora_plugin_error_t* plan(KernelPlan& p) {
 }
 
 void register_kernels(plugin::KernelTable& t) {
+  // Disjoint max windows' gradient: the own loops first (cpu_pool.cpp);
+  // the forward pass weighs them against oneDNN in plan().
+  t.add({"max_pool2d_grad", "cpu", plan_max_pool_tiles});
   for (const char* op : {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "max_pool2d_grad", "avg_pool2d_grad",
                          "adaptive_avg_pool2d_grad"})
     t.add({op, "onednn", plan});
