@@ -16,7 +16,13 @@
 namespace spora::io::onnx {
 namespace {
 
-constexpr int64_t kMaxFoldElements = int64_t{1} << 24;
+// 1 Mi elements (8 MiB as numbers): real shape subgraphs are tiny, and a
+// hostile file must not make the importer allocate by what it claims.
+constexpr int64_t kMaxFoldElements = int64_t{1} << 20;
+
+// Thrown by make() for a result past kMaxFoldElements: the node is left to
+// its converter.
+struct TooLarge {};
 
 // A host value as numbers: int64 for integer and bool dtypes, double for
 // floats (so INT64_MAX in a Slice's ends survives).
@@ -119,6 +125,13 @@ HostTensor to_host(const HV& h) {
 }
 
 HV make(DType d, std::vector<int64_t> shape) {
+  int64_t total = 1;
+  for (int64_t x : shape) {
+    if (x < 0) throw TooLarge{};
+    if (x && total > kMaxFoldElements / x) throw TooLarge{};
+    total *= x;
+  }
+  if (total > kMaxFoldElements) throw TooLarge{};
   HV h;
   h.dtype = d;
   h.shape = std::move(shape);
@@ -338,7 +351,17 @@ std::vector<int64_t> axes_input_or_attr(Ctx& c, size_t input, int64_t since) {
   return c.attr_ints("axes", {});
 }
 
+static bool fold_node(Ctx& c, const Node& n);
+
 bool try_fold(Ctx& c, const Node& n) {
+  try {
+    return fold_node(c, n);
+  } catch (const TooLarge&) {
+    return false;
+  }
+}
+
+static bool fold_node(Ctx& c, const Node& n) {
   const std::string& op = n.op_type;
   if (op == "Shape" || op == "Size") {
     if (!c.has_in(0)) return false;
