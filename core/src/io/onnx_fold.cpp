@@ -450,6 +450,9 @@ static bool fold_node(Ctx& c, const Node& n) {
     if (op == "Flatten") {
       int64_t axis = c.attr_int("axis", 1), r = static_cast<int64_t>(in[0].shape.size());
       if (axis < 0) axis += r;
+      if (axis < 0 || axis > r)
+        c.error("Flatten axis " + std::to_string(c.attr_int("axis", 1)) + " is outside [-" + std::to_string(r) +
+                ", " + std::to_string(r) + "] for an input of rank " + std::to_string(r));
       int64_t outer = 1;
       for (int64_t d = 0; d < axis; ++d) outer *= in[0].shape[static_cast<size_t>(d)];
       o.shape = {outer, outer ? in[0].numel() / outer : 0};
@@ -457,7 +460,13 @@ static bool fold_node(Ctx& c, const Node& n) {
       std::vector<int64_t> s = ints_of(in.at(1));
       int64_t known = 1, infer = -1;
       for (size_t d = 0; d < s.size(); ++d) {
-        if (s[d] == 0 && !c.attr_int("allowzero", 0)) s[d] = in[0].shape.at(d);
+        if (s[d] == 0 && !c.attr_int("allowzero", 0)) {
+          // 0 copies the input's dimension d, which must exist.
+          if (d >= in[0].shape.size())
+            c.error("Reshape shape element " + std::to_string(d) + " is 0 (copy the input's dimension) but the input has rank " +
+                    std::to_string(in[0].shape.size()));
+          s[d] = in[0].shape[d];
+        }
         if (s[d] == -1) infer = static_cast<int64_t>(d);
         else known *= s[d];
       }
