@@ -8,6 +8,33 @@ from ..cell import Cell
 from ..init import HeUniform, Uniform, initializer
 
 
+def _conv_args(cell, op, in_channels, out_channels, kernel_size, stride, pad_mode, padding, dilation, group):
+    """Checks and stores the arguments Conv2d and Conv2dTranspose share; returns padding as (top, bottom,
+    left, right)."""
+    cell.in_channels, cell.out_channels, cell.group = int(in_channels), int(out_channels), int(group)
+    if cell.in_channels <= 0 or cell.out_channels <= 0:
+        raise ValueError(f"[{op}] channels must be positive, got ({in_channels}, {out_channels})")
+    if cell.group <= 0 or cell.in_channels % cell.group or cell.out_channels % cell.group:
+        raise ValueError(f"[{op}] group {group} must divide in_channels {in_channels} and "
+                         f"out_channels {out_channels}")
+    cell.kernel_size = _util.pair(kernel_size, "kernel_size", op)
+    cell.stride = _util.pair(stride, "stride", op)
+    cell.dilation = _util.pair(dilation, "dilation", op)
+    if pad_mode not in ("same", "valid", "pad"):
+        raise ValueError(f"[{op}] pad_mode must be 'same', 'valid' or 'pad', got {pad_mode!r}")
+    cell.pad_mode = pad_mode
+    if isinstance(padding, int):
+        padding = [padding] * 4
+    padding = [int(p) for p in padding]
+    if len(padding) == 2:
+        padding = [padding[0], padding[0], padding[1], padding[1]]
+    if len(padding) != 4 or any(p < 0 for p in padding):
+        raise ValueError(f"[{op}] padding must be a non-negative int, (ph, pw) or "
+                         f"(top, bottom, left, right), got {padding}")
+    return padding
+
+
+
 class Conv2d(Cell):
     """2-D convolution, MindSpore's signature and defaults:
 
@@ -21,26 +48,8 @@ class Conv2d(Cell):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, pad_mode="same", padding=0,
                  dilation=1, group=1, has_bias=False, weight_init=None, bias_init=None, dtype=None):
         super().__init__()
-        self.in_channels, self.out_channels, self.group = int(in_channels), int(out_channels), int(group)
-        if self.in_channels <= 0 or self.out_channels <= 0:
-            raise ValueError(f"[Conv2d] channels must be positive, got ({in_channels}, {out_channels})")
-        if self.group <= 0 or self.in_channels % self.group or self.out_channels % self.group:
-            raise ValueError(f"[Conv2d] group {group} must divide in_channels {in_channels} and "
-                             f"out_channels {out_channels}")
-        self.kernel_size = _util.pair(kernel_size, "kernel_size", "Conv2d")
-        self.stride = _util.pair(stride, "stride", "Conv2d")
-        self.dilation = _util.pair(dilation, "dilation", "Conv2d")
-        if pad_mode not in ("same", "valid", "pad"):
-            raise ValueError(f"[Conv2d] pad_mode must be 'same', 'valid' or 'pad', got {pad_mode!r}")
-        self.pad_mode = pad_mode
-        if isinstance(padding, int):
-            padding = [padding] * 4
-        padding = [int(p) for p in padding]
-        if len(padding) == 2:
-            padding = [padding[0], padding[0], padding[1], padding[1]]
-        if len(padding) != 4 or any(p < 0 for p in padding):
-            raise ValueError(f"[Conv2d] padding must be a non-negative int, (ph, pw) or "
-                             f"(top, bottom, left, right), got {padding}")
+        padding = _conv_args(self, "Conv2d", in_channels, out_channels, kernel_size, stride, pad_mode, padding,
+                             dilation, group)
         if pad_mode != "pad" and any(padding):
             raise ValueError(f"[Conv2d] padding must be 0 unless pad_mode is 'pad' (got {padding} with "
                              f"pad_mode {pad_mode!r})")
@@ -90,27 +99,9 @@ class Conv2dTranspose(Cell):
                  dtype=None):
         super().__init__()
         op = "Conv2dTranspose"
-        self.in_channels, self.out_channels, self.group = int(in_channels), int(out_channels), int(group)
-        if self.in_channels <= 0 or self.out_channels <= 0:
-            raise ValueError(f"[{op}] channels must be positive, got ({in_channels}, {out_channels})")
-        if self.group <= 0 or self.in_channels % self.group or self.out_channels % self.group:
-            raise ValueError(f"[{op}] group {group} must divide in_channels {in_channels} and "
-                             f"out_channels {out_channels}")
-        self.kernel_size = _util.pair(kernel_size, "kernel_size", op)
-        self.stride = _util.pair(stride, "stride", op)
-        self.dilation = _util.pair(dilation, "dilation", op)
+        padding = _conv_args(self, op, in_channels, out_channels, kernel_size, stride, pad_mode, padding, dilation,
+                             group)
         self.output_padding = _util.pair(output_padding, "output_padding", op)
-        if pad_mode not in ("same", "valid", "pad"):
-            raise ValueError(f"[{op}] pad_mode must be 'same', 'valid' or 'pad', got {pad_mode!r}")
-        self.pad_mode = pad_mode
-        if isinstance(padding, int):
-            padding = [padding] * 4
-        padding = [int(p) for p in padding]
-        if len(padding) == 2:
-            padding = [padding[0], padding[0], padding[1], padding[1]]
-        if len(padding) != 4 or any(p < 0 for p in padding):
-            raise ValueError(f"[{op}] padding must be a non-negative int, (ph, pw) or "
-                             f"(top, bottom, left, right), got {padding}")
         if pad_mode != "pad" and (any(padding) or any(self.output_padding)):
             raise ValueError(f"[{op}] padding and output_padding must be 0 unless pad_mode is 'pad' (got "
                              f"{padding} and {self.output_padding} with pad_mode {pad_mode!r})")
