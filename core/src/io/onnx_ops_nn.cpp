@@ -91,7 +91,9 @@ void pool(Ctx& c, const Node& n, bool max) {
   (void)n;
 }
 
-void global_avg_pool(Ctx& c, const Node&) {
+// GlobalAveragePool / GlobalMaxPool: the reduction over every spatial axis,
+// kept as size-1 axes.
+void global_pool(Ctx& c, const char* reduce) {
   c.max_outputs(1);
   const ir::Value x = c.in(0);
   const int r = c.meta(x).shape.rank;
@@ -101,21 +103,12 @@ void global_avg_pool(Ctx& c, const Node&) {
   Attrs a;
   a.set("axes", AttrValue::of_ints(axes));
   a.set("keepdims", AttrValue::of_bool(true));
-  c.out(0, c.op("mean", {x}, a));
+  c.out(0, c.op(reduce, {x}, a));
 }
 
-void global_max_pool(Ctx& c, const Node&) {
-  c.max_outputs(1);
-  const ir::Value x = c.in(0);
-  const int r = c.meta(x).shape.rank;
-  if (r < 3) c.error("input must have rank >= 3 (N, C, spatial...), got " + c.meta(x).shape.str());
-  std::vector<int64_t> axes;
-  for (int i = 2; i < r; ++i) axes.push_back(i);
-  Attrs a;
-  a.set("axes", AttrValue::of_ints(axes));
-  a.set("keepdims", AttrValue::of_bool(true));
-  c.out(0, c.op("max", {x}, a));
-}
+void global_avg_pool(Ctx& c, const Node&) { global_pool(c, "mean"); }
+
+void global_max_pool(Ctx& c, const Node&) { global_pool(c, "max"); }
 
 // LRN across channels: x / (bias + alpha / size * sum of x^2 over the
 // channel window)^beta. The window sum is an average pool (padding counted)
