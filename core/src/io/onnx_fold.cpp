@@ -6,6 +6,7 @@
 // attributes (a Reshape's shape) or materialise them as constants.
 // Anything past kMaxFoldElements is left to the graph.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -38,7 +39,13 @@ struct HV {
     return n;
   }
   double at(size_t k) const { return is_float() ? f[k] : static_cast<double>(i[k]); }
-  int64_t iat(size_t k) const { return is_float() ? static_cast<int64_t>(f[k]) : i[k]; }
+  int64_t iat(size_t k) const { return is_float() ? to_int(f[k]) : i[k]; }
+  // A float as an int64, saturating (NaN as the most negative): a cast of
+  // a value out of range is undefined, and a file may hold any value.
+  static int64_t to_int(double v) {
+    if (!(v >= -9.2e18)) return INT64_MIN;
+    return v > 9.2e18 ? INT64_MAX : static_cast<int64_t>(v);
+  }
 };
 
 uint16_t f32_to_half(float x, bool bf16) {
@@ -220,11 +227,13 @@ HV binary(Ctx& c, const std::string& op, const HV& a, const HV& b) {
     }
     const int64_t x = a.i[ka], y = b.iat(kb);
     int64_t r = 0;
-    if (op == "Add") r = x + y;
-    else if (op == "Sub") r = x - y;
-    else if (op == "Mul") r = x * y;
+    bool overflow = false;
+    if (op == "Add") overflow = __builtin_add_overflow(x, y, &r);
+    else if (op == "Sub") overflow = __builtin_sub_overflow(x, y, &r);
+    else if (op == "Mul") overflow = __builtin_mul_overflow(x, y, &r);
     else if (op == "Div" || op == "Mod") {
       if (y == 0) c.error("integer division by zero in a shape computation");
+      if (y == -1 && x == INT64_MIN) c.error("integer overflow in a shape computation (" + op + ")");
       r = op == "Div" ? x / y : x % y;  // ONNX integer Div truncates; Mod (fmod=0) takes the divisor's sign
       if (op == "Mod" && r != 0 && ((r < 0) != (y < 0))) r += y;
     } else if (op == "Max") r = std::max(x, y);
@@ -237,6 +246,7 @@ HV binary(Ctx& c, const std::string& op, const HV& a, const HV& b) {
     else if (op == "And") r = x && y;
     else if (op == "Or") r = x || y;
     else c.error("is not evaluated on integer shape values");
+    if (overflow) c.error("integer overflow in a shape computation (" + op + ")");
     o.i[static_cast<size_t>(k)] = r;
   }
   return o;
@@ -306,7 +316,7 @@ HV cast(const HV& x, DType to) {
   HV o = make(to, x.shape);
   for (size_t k = 0; k < static_cast<size_t>(x.numel()); ++k) {
     if (to == SPORA_DTYPE_BOOL) o.i[k] = x.at(k) != 0;
-    else set(o, k, x.at(k), x.is_float() ? static_cast<int64_t>(x.f[k]) : x.i[k]);
+    else set(o, k, x.at(k), x.iat(k));
   }
   return o;
 }
@@ -483,9 +493,20 @@ static bool fold_node(Ctx& c, const Node& n) {
     o = in[0];
     for (size_t k = 0; k < static_cast<size_t>(o.numel()); ++k) {
       const double x = o.at(k);
-      double r = op == "Not" ? !x : op == "Neg" ? -x : op == "Abs" ? std::fabs(x) : op == "Sqrt" ? std::sqrt(x)
-                 : op == "Floor" ? std::floor(x) : op == "Ceil" ? std::ceil(x) : 1.0 / x;
-      set(o, k, r, op == "Neg" ? -o.i[k] : op == "Abs" ? std::llabs(o.i[k]) : static_cast<int64_t>(r));
+      const double r = op == "Not" ? !x : op == "Neg" ? -x : op == "Abs" ? std::fabs(x) : op == "Sqrt" ? std::sqrt(x)
+                       : op == "Floor" ? std::floor(x) : op == "Ceil" ? std::ceil(x) : 1.0 / x;
+      if (o.is_float()) {
+        o.f[k] = r;
+        continue;
+      }
+      // Integers: negation wraps as two's complement (INT64_MIN stays), the
+      // rest must land in range.
+      const int64_t v = o.i[k];
+      const int64_t neg = static_cast<int64_t>(0ull - static_cast<uint64_t>(v));
+      if (op == "Neg") o.i[k] = neg;
+      else if (op == "Abs") o.i[k] = v < 0 ? neg : v;
+      else if (!(r >= -9.2e18 && r <= 9.2e18)) c.error(op + " of the integer " + std::to_string(v) + " is not an integer");
+      else o.i[k] = static_cast<int64_t>(r);
     }
   } else if (op == "Where") {
     const std::vector<int64_t> s = bcast_shape(c, {&in[0], &in[1], &in[2]});
@@ -515,12 +536,15 @@ static bool fold_node(Ctx& c, const Node& n) {
     const HV &start = in.at(0), &limit = in.at(1), &delta = in.at(2);
     if (delta.at(0) == 0) c.error("delta is 0");
     const double n_d = std::ceil((limit.at(0) - start.at(0)) / delta.at(0));
+    if (std::isnan(n_d)) c.error("start, limit and delta give no element count");
     if (n_d > static_cast<double>(kMaxFoldElements)) return false;
     const int64_t cnt = std::max<int64_t>(0, static_cast<int64_t>(n_d));
     o = make(start.dtype, {cnt});
     for (int64_t k = 0; k < cnt; ++k)
       set(o, static_cast<size_t>(k), start.at(0) + static_cast<double>(k) * delta.at(0),
-          start.iat(0) + k * delta.iat(0));
+          // Wrapping: an int range whose ends overflow is garbage, not UB.
+          static_cast<int64_t>(static_cast<uint64_t>(start.iat(0)) +
+                               static_cast<uint64_t>(k) * static_cast<uint64_t>(delta.iat(0))));
   } else if (op == "Expand") {
     HV shape_hv = make(in[0].dtype, ints_of(in.at(1)));
     const std::vector<int64_t> s = bcast_shape(c, {&in[0], &shape_hv});
