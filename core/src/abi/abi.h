@@ -4,6 +4,7 @@
 #pragma once
 #include <spora/spora.h>
 
+#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
@@ -32,6 +33,18 @@ struct spora_graph {
 namespace spora::abi {
 
 void set_last_error(const char* message);
+
+// The value a C caller passed for a dtype. C lets any int through an enum
+// parameter, but in C++ loading an enum object whose value lies outside the
+// enum's range is undefined (UBSan: "load of value 99, which is not a valid
+// value for type 'spora_dtype'"): its bytes are read as an int, and only a
+// valid value is used as the enum.
+inline int32_t dtype_arg(const spora_dtype_t& dtype) {
+  static_assert(sizeof(spora_dtype_t) == sizeof(int32_t), "spora_dtype_t is a 32-bit C enum");
+  int32_t v = 0;
+  std::memcpy(&v, &dtype, sizeof v);
+  return v;
+}
 
 template <class Fn>
 spora_status_t guard(Fn&& fn) noexcept {

@@ -47,9 +47,10 @@ spora_status_t spora_dataset_from_idx(const char* const* paths, const char* cons
     if (n == 0) fail(Code::kInvalidArgument, "[{}] no files given", fn);
     std::vector<spora::DType> types;
     for (size_t i = 0; dtypes && i < n; ++i) {
-      if (dtypes[i] != SPORA_DTYPE_INVALID && !spora::dtype_valid(dtypes[i]))
-        fail(Code::kInvalidArgument, "[{}] unknown dtype value {}", fn, static_cast<int>(dtypes[i]));
-      types.push_back(dtypes[i]);
+      const int32_t v = spora::abi::dtype_arg(dtypes[i]);
+      if (v != SPORA_DTYPE_INVALID && !spora::dtype_valid(v))
+        fail(Code::kInvalidArgument, "[{}] unknown dtype value {}", fn, v);
+      types.push_back(static_cast<spora::DType>(v));
     }
     auto src = spora::data::idx_source(strings(paths, n, fn, "paths"), strings(names, n, fn, "names"), types);
     *out = wrap(spora::data::make_source(std::move(src)));

@@ -67,8 +67,11 @@ static spora_status_t add_leaf(bool weight, spora_graph_t* graph, const char* na
     need(graph, fn, "graph");
     need(name, fn, "name");
     need(out, fn, "out");
+    const int32_t v = spora::abi::dtype_arg(dtype);
+    if (!spora::dtype_valid(v)) fail(Code::kInvalidArgument, "[{}] unknown dtype value {}", fn, v);
+    const auto t = static_cast<spora::DType>(v);
     const spora::Shape s = spora::Shape::from(shape, ndim, fn);
-    *out = encode(weight ? graph->g.add_weight(name, dtype, s) : graph->g.add_input(name, dtype, s));
+    *out = encode(weight ? graph->g.add_weight(name, t, s) : graph->g.add_input(name, t, s));
   });
 }
 

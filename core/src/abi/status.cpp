@@ -47,7 +47,13 @@ spora_status_t spora_version(int32_t* major, int32_t* minor, int32_t* patch) {
   });
 }
 
-size_t spora_dtype_size(spora_dtype_t dtype) { return spora::dtype_size(dtype); }
-const char* spora_dtype_name(spora_dtype_t dtype) { return spora::dtype_name(dtype); }
+size_t spora_dtype_size(spora_dtype_t dtype) {
+  const int32_t v = spora::abi::dtype_arg(dtype);
+  return spora::dtype_valid(v) ? spora::dtype_size(static_cast<spora::DType>(v)) : 0;
+}
+const char* spora_dtype_name(spora_dtype_t dtype) {
+  const int32_t v = spora::abi::dtype_arg(dtype);
+  return spora::dtype_valid(v) ? spora::dtype_name(static_cast<spora::DType>(v)) : "invalid";
+}
 
 }  // extern "C"

@@ -11,21 +11,7 @@ using spora::abi::guard;
 using spora::abi::need;
 using spora::abi::to_handle;
 
-namespace {
-
-// The value a C caller passed for a dtype. C lets any int through an enum
-// parameter, but in C++ reading an enum object whose value lies outside the
-// enum's range is undefined (UBSan: "load of value 99, which is not a valid
-// value for type 'spora_dtype'"): its bytes are read as an int, and only a
-// valid value is used as the enum.
-int32_t dtype_arg(const spora_dtype_t& dtype) {
-  static_assert(sizeof(spora_dtype_t) == sizeof(int32_t), "spora_dtype_t is a 32-bit C enum");
-  int32_t v = 0;
-  std::memcpy(&v, &dtype, sizeof v);
-  return v;
-}
-
-}  // namespace
+using spora::abi::dtype_arg;
 
 extern "C" {
 
