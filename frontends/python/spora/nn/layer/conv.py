@@ -34,6 +34,18 @@ def _conv_args(cell, op, in_channels, out_channels, kernel_size, stride, pad_mod
     return padding
 
 
+def _conv_params(cell, shape, has_bias, weight_init, bias_init, dtype):
+    """The weight (default HeUniform(sqrt(5))) and optional bias (default U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+    fan_in from the weight's dims 1..3), as PyTorch initialises both convolutions."""
+    cell.weight = Parameter(initializer(weight_init if weight_init is not None else HeUniform(math.sqrt(5)),
+                                        shape, dtype))
+    cell.has_bias = has_bias
+    if has_bias:
+        fan_in = shape[1] * shape[2] * shape[3]
+        cell.bias = Parameter(initializer(bias_init if bias_init is not None else Uniform(1 / math.sqrt(fan_in)),
+                                          (cell.out_channels,), dtype))
+
+
 
 class Conv2d(Cell):
     """2-D convolution, MindSpore's signature and defaults:
@@ -54,14 +66,8 @@ class Conv2d(Cell):
             raise ValueError(f"[Conv2d] padding must be 0 unless pad_mode is 'pad' (got {padding} with "
                              f"pad_mode {pad_mode!r})")
         self.padding = padding
-        shape = (self.out_channels, self.in_channels // self.group, *self.kernel_size)
-        self.weight = Parameter(initializer(weight_init if weight_init is not None else HeUniform(math.sqrt(5)),
-                                            shape, dtype))
-        self.has_bias = has_bias
-        if has_bias:
-            fan_in = shape[1] * shape[2] * shape[3]
-            self.bias = Parameter(initializer(bias_init if bias_init is not None else Uniform(1 / math.sqrt(fan_in)),
-                                              (self.out_channels,), dtype))
+        _conv_params(self, (self.out_channels, self.in_channels // self.group, *self.kernel_size), has_bias,
+                     weight_init, bias_init, dtype)
         self._attrs = dict(stride=self.stride, dilation=self.dilation, groups=self.group,
                            pad_mode="explicit" if pad_mode == "pad" else pad_mode, padding=padding)
 
@@ -118,14 +124,8 @@ class Conv2dTranspose(Cell):
             if self._out_pad[i] >= max(self.stride[i], self.dilation[i]):
                 raise ValueError(f"[{op}] output_padding {self._out_pad[i]} must be smaller than stride "
                                  f"{self.stride[i]} or dilation {self.dilation[i]}")
-        shape = (self.in_channels, self.out_channels // self.group, *self.kernel_size)
-        self.weight = Parameter(initializer(weight_init if weight_init is not None else HeUniform(math.sqrt(5)),
-                                            shape, dtype))
-        self.has_bias = has_bias
-        if has_bias:
-            fan_in = shape[1] * shape[2] * shape[3]
-            self.bias = Parameter(initializer(bias_init if bias_init is not None else Uniform(1 / math.sqrt(fan_in)),
-                                              (self.out_channels,), dtype))
+        _conv_params(self, (self.in_channels, self.out_channels // self.group, *self.kernel_size), has_bias,
+                     weight_init, bias_init, dtype)
 
     def construct(self, x):
         if len(x.shape) != 4 or x.shape[1] != self.in_channels:
