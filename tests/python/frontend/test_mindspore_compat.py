@@ -1204,3 +1204,22 @@ def test_spora_numpy_matches_numpy():
     same(mnp.inner(x, y), np.inner(a, b), rtol=1e-5)
     g = ms.grad(lambda t: mnp.sum(mnp.square(t)))(x)
     same(g, 2 * a)
+
+
+# -- text columns in Tensor iterators ------------------------------------------------------
+
+
+def test_a_text_column_iterates_as_strings_with_asnumpy():
+    # MindSpore gives a String Tensor; Spora a NumPy str array with the same
+    # values and Tensor.asnumpy(). Numbers (after Lookup) are Tensors again.
+    from spora.dataset import GeneratorDataset, text
+    lines = GeneratorDataset(["the cat sat", "a cat ran off"], "line", shuffle=False)
+    tokens = lines.map(text.PythonTokenizer(str.split))
+    seen = [row[0] for row in tokens.create_tuple_iterator()]
+    assert [t.asnumpy().tolist() for t in seen] == [["the", "cat", "sat"], ["a", "cat", "ran", "off"]]
+    assert seen[1].shape == (4,) and str(seen[0]) == "['the' 'cat' 'sat']"
+    assert [d["line"].tolist() for d in tokens.create_dict_iterator()][0] == ["the", "cat", "sat"]
+    vocab = text.Vocab.from_dataset(tokens)
+    ids = [row[0] for row in tokens.map(text.Lookup(vocab)).create_tuple_iterator()]
+    assert isinstance(ids[0], ms.Tensor) and ids[0].dtype == ms.int32
+    assert ids[1].asnumpy().tolist() == [vocab.vocab()[w] for w in ("a", "cat", "ran", "off")]

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import config
 from . import pipeline as P
+from .string_column import string_array
 from .transforms import Transform
 from .workers import prefetched
 
@@ -44,12 +45,15 @@ def _check_columns(names, cols, where):
 
 
 def _tensor_of(name, a):
-    """A NumPy column value as a spora Tensor, or an error saying what to do."""
+    """A NumPy column value as a spora Tensor (strings: a StringArray, see
+    string_column.py), or an error saying what to do."""
     from .._tensor import Tensor
-    if a.dtype.kind in "USO":
-        raise TypeError(f"[dataset] column {name!r} holds {'strings' if a.dtype.kind in 'US' else 'Python objects'} "
-                        f"({a.dtype}); spora Tensors have no string type: iterate with output_numpy=True "
-                        "(create_tuple_iterator(output_numpy=True)), or map text.Lookup to ids first")
+    if a.dtype.kind in "US":
+        return string_array(a)
+    if a.dtype.kind == "O":
+        raise TypeError(f"[dataset] column {name!r} holds Python objects ({a.dtype}), which spora Tensors cannot "
+                        "hold: iterate with output_numpy=True (create_tuple_iterator(output_numpy=True)), or map "
+                        "the column to numbers or strings first")
     if a.dtype not in _TENSOR_NP:
         raise TypeError(f"[dataset] column {name!r} is {a.dtype}, which spora Tensors do not hold (float32, "
                         "float64, float16, int32, int64, uint8, bool): map transforms.TypeCast(np.int32) (or "
