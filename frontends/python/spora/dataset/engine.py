@@ -249,8 +249,8 @@ class Dataset:
     def _rows(self, epoch, device="", numpy=False, pick=None):
         """Tuples of one epoch's column values: Tensors, or NumPy with
         numpy=True. pick: the column indices the caller reads (the others
-        of a Python pipeline stay NumPy, so an unread string column is no
-        error)."""
+        of a Python pipeline stay NumPy, so an unread column Tensors cannot
+        hold, int16 or objects, is no error)."""
         if self._node is None:
             it = self._h.iterate(device, epoch, config.get_prefetch_size())
             return (tuple(t.asnumpy() for t in row) for row in it) if numpy else it
