@@ -350,6 +350,71 @@ std::vector<int64_t> unsqueeze_shape(Ctx& c, const std::vector<int64_t>& s, cons
   return o;
 }
 
+// The slice a Slice node takes of `x` (its starts/ends/axes/steps as the
+// node's opset gives them, already read into `in`).
+HV slice_node(Ctx& c, const HV& x, const std::vector<HV>& in) {
+  if (c.opset() < 10) return slice(c, x, c.attr_ints("starts", {}), c.attr_ints("ends", {}), c.attr_ints("axes", {}), {});
+  auto opt = [&](size_t i) { return i < in.size() && c.has_in(i) ? ints_of(in[i]) : std::vector<int64_t>{}; };
+  return slice(c, x, ints_of(in.at(1)), ints_of(in.at(2)), opt(3), opt(4));
+}
+
+// 0, 1, ..., numel - 1 in x's shape: running an indexing op on it tells
+// which element of x each result element is.
+HV positions(const HV& x) {
+  HV h = make(SPORA_DTYPE_I64, x.shape);
+  for (size_t k = 0; k < h.i.size(); ++k) h.i[k] = static_cast<int64_t>(k);
+  return h;
+}
+
+// The DimSources of a folded result, for the ops that move elements
+// without computing new ones.
+std::vector<DimSource> sources_of(Ctx& c, const Node& n, const std::vector<HV>& in, const HV& o) {
+  const std::string& op = n.op_type;
+  if (op == "Concat") {
+    std::vector<DimSource> r;
+    bool any = false;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].shape.size() != 1) return {};
+      std::vector<DimSource> s = c.dim_sources(i);
+      any |= !s.empty();
+      s.resize(static_cast<size_t>(in[i].numel()));
+      r.insert(r.end(), s.begin(), s.end());
+    }
+    return any ? r : std::vector<DimSource>{};
+  }
+  const std::vector<DimSource> s0 = c.dim_sources(0);
+  if (s0.empty() || in.empty() || s0.size() != static_cast<size_t>(in[0].numel())) return {};
+  if (op == "Identity" || op == "Cast" || op == "Unsqueeze" || op == "Squeeze" || op == "Reshape" || op == "Flatten")
+    return static_cast<size_t>(o.numel()) == s0.size() ? s0 : std::vector<DimSource>{};
+  HV idx;
+  if (op == "Gather") idx = gather(c, positions(in[0]), in.at(1), c.attr_int("axis", 0));
+  else if (op == "Slice") idx = slice_node(c, positions(in[0]), in);
+  else return {};
+  std::vector<DimSource> r;
+  for (int64_t k : idx.i) r.push_back(s0[static_cast<size_t>(k)]);
+  return r;
+}
+
+// Range(0, n, 1) with n a dimension that follows a dynamic input dimension
+// (position ids up to the sequence length): 0 .. n-1 built in the graph
+// from that dimension, so it runs at any size. Other ranges over a dynamic
+// size would be constants of the traced size: refused.
+void range_over_dynamic_size(Ctx& c) {
+  const HostTensor *start = c.host(0), *limit = c.host(1), *delta = c.host(2);
+  const std::vector<DimSource> src = c.dim_sources(1);
+  auto scalar_is = [](const HostTensor* h, double v) {
+    if (!h || h->shape.numel() != 1) return false;
+    const HV x = from_host(*h);
+    return x.at(0) == v;
+  };
+  if (!limit || limit->shape.numel() != 1 || c.follows_dynamic(0) || c.follows_dynamic(2) || !scalar_is(start, 0) ||
+      !scalar_is(delta, 1) || src.size() != 1 || !src[0].known())
+    c.error("a Range over a dynamic size (batch or sequence) is kept symbolic only as Range(0, n, 1) with n one "
+            "dimension read by Shape; give the model's inputs fixed sizes to import this one");
+  c.max_outputs(1);
+  c.out(0, dynamic_arange(c, src[0], start->dtype));
+}
+
 }  // namespace
 
 // Axes from the input (opset >= 13) or the attribute (earlier).
@@ -386,8 +451,13 @@ static bool fold_node(Ctx& c, const Node& n) {
     start = std::min(std::max<int64_t>(start < 0 ? start + r : start, 0), r);
     end = std::min(std::max<int64_t>(end < 0 ? end + r : end, 0), r);
     HV o = make(SPORA_DTYPE_I64, {std::max<int64_t>(0, end - start)});
-    for (int64_t d = start; d < end; ++d) o.i[static_cast<size_t>(d - start)] = s[static_cast<int>(d)];
+    std::vector<DimSource> src;
+    for (int64_t d = start; d < end; ++d) {
+      o.i[static_cast<size_t>(d - start)] = s[static_cast<int>(d)];
+      src.push_back(DimSource{n.inputs[0], static_cast<int>(d)});
+    }
     c.set_host(0, to_host(o));
+    c.set_dim_sources(0, std::move(src));
     return true;
   }
   static const std::set<std::string> foldable = {
@@ -396,6 +466,17 @@ static bool fold_node(Ctx& c, const Node& n) {
       "Not", "Where", "Neg", "Abs", "Sqrt", "Floor", "Ceil", "Reciprocal", "ConstantOfShape", "Range", "Expand",
       "ReduceProd", "Flatten"};
   if (!foldable.count(op)) return false;
+  // A Range or Slice bound that follows a dynamic dimension: the Range is
+  // rebuilt in the graph, the Slice goes to its converter.
+  if (op == "Range" || op == "Slice") {
+    bool dyn = false;
+    for (size_t i = op == "Range" ? 0 : 1; i < n.inputs.size(); ++i) dyn |= c.follows_dynamic(i);
+    if (dyn && op == "Slice") return false;
+    if (dyn) {
+      range_over_dynamic_size(c);
+      return true;
+    }
+  }
   std::vector<HV> in;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     if (!c.has_in(i)) {
@@ -425,12 +506,7 @@ static bool fold_node(Ctx& c, const Node& n) {
   } else if (op == "Gather") {
     o = gather(c, in[0], in.at(1), c.attr_int("axis", 0));
   } else if (op == "Slice") {
-    if (c.opset() < 10) {
-      o = slice(c, in[0], c.attr_ints("starts", {}), c.attr_ints("ends", {}), c.attr_ints("axes", {}), {});
-    } else {
-      auto opt = [&](size_t i) { return i < in.size() && c.has_in(i) ? ints_of(in[i]) : std::vector<int64_t>{}; };
-      o = slice(c, in[0], ints_of(in.at(1)), ints_of(in.at(2)), opt(3), opt(4));
-    }
+    o = slice_node(c, in[0], in);
   } else if (op == "Concat") {
     const int64_t axis = axis_of(c, c.attr_int("axis", 0), in[0].shape.size());
     std::vector<int64_t> s = in[0].shape;
@@ -576,6 +652,7 @@ static bool fold_node(Ctx& c, const Node& n) {
     return false;
   }
   c.set_host(0, to_host(o));
+  c.set_dim_sources(0, sources_of(c, n, in, o));
   return true;
 }
 

@@ -113,6 +113,35 @@ bool Ctx::is_weight(size_t i) const {
   return it != values_.end() && it->second.weight;
 }
 
+bool Ctx::follows_dynamic(size_t i) const {
+  if (!probe_ || !has_in(i)) return false;
+  const std::string& name = node_->inputs[i];
+  auto v = values_.find(name);
+  if (v == values_.end()) return false;
+  const bool is_host = !v->second.value.valid() && v->second.host >= 0;
+  if (!v->second.value.valid() && !is_host) return false;
+  if (is_host && v->second.weight) return false;  // initializers are the same in both runs
+  const Shape s = is_host ? host_[static_cast<size_t>(v->second.host)]->shape : imp_.graph.meta(v->second.value).shape;
+  auto ps = probe_->shapes.find(name);
+  if (ps != probe_->shapes.end() && ps->second != s) return true;
+  if (!is_host) return false;
+  auto pd = probe_->data.find(name);
+  return pd != probe_->data.end() && pd->second.bytes != host_[static_cast<size_t>(v->second.host)]->bytes;
+}
+
+std::vector<DimSource> Ctx::dim_sources(size_t i) const {
+  if (!has_in(i)) return {};
+  auto it = dim_src_.find(node_->inputs[i]);
+  return it == dim_src_.end() ? std::vector<DimSource>{} : it->second;
+}
+
+void Ctx::set_dim_sources(size_t out, std::vector<DimSource> s) {
+  if (out >= node_->outputs.size() || node_->outputs[out].empty()) return;
+  bool any = false;
+  for (const DimSource& d : s) any |= d.known();
+  if (any) dim_src_[node_->outputs[out]] = std::move(s);
+}
+
 Shape Ctx::shape_of(size_t i) {
   if (const HostTensor* h = host(i)) return h->shape;
   return meta(in(i)).shape;

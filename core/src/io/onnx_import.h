@@ -47,6 +47,17 @@ struct Probe {
   std::map<std::string, HostTensor> data;
 };
 
+// Where an element of an import-time integer value came from: dimension
+// `dim` of the value named `value`, read by Shape. Kept through Gather,
+// Slice, Concat, Unsqueeze, Squeeze, Reshape, Flatten, Cast and Identity, so
+// that a Range or a Slice end at a dynamic size (position ids up to the
+// sequence length) can be rebuilt from that dimension in the graph.
+struct DimSource {
+  std::string value;
+  int dim = -1;
+  bool known() const { return dim >= 0; }
+};
+
 // What a converter sees.
 class Ctx {
  public:
@@ -84,6 +95,15 @@ class Ctx {
   void max_outputs(size_t n);
   // Whether input `i` is an initializer that becomes a weight.
   bool is_weight(size_t i) const;
+  // Whether input `i` (shape or import-time data) differs in the run at the
+  // other size: it follows a dynamic input dimension.
+  bool follows_dynamic(size_t i) const;
+  // The DimSource of each element of input `i` (flat order); empty when
+  // none is known.
+  std::vector<DimSource> dim_sources(size_t i) const;
+  void set_dim_sources(size_t out, std::vector<DimSource> s);
+  // The graph value named `name` (materialised if it is import-time data).
+  ir::Value value_named(const std::string& name) { return materialise(name); }
 
   ir::Value op(const std::string& name, const std::vector<ir::Value>& inputs, const Attrs& attrs = {});
   ir::Value scalar(DType dtype, double v);  // a rank-0 constant
@@ -116,6 +136,7 @@ class Ctx {
   std::map<std::string, Entry> values_;
   std::map<std::string, std::string> unsupported_;  // output name -> which optional output it is
   std::vector<std::unique_ptr<HostTensor>> host_;
+  std::map<std::string, std::vector<DimSource>> dim_src_;  // host value name -> its elements' sources
   const Probe* probe_ = nullptr;  // the other size's run, when there is one
   Probe* record_ = nullptr;       // filled during that run
 };
@@ -130,6 +151,10 @@ void add_shape_converters(std::map<std::string, Converter>& m);
 // Import-time evaluation (onnx_fold.cpp): true when the current node was
 // computed as host data (all its inputs known, or Shape/Size of any value).
 bool try_fold(Ctx& c, const Node& n);
+// 0, 1, ..., n - 1 as a 1-D graph value of `dtype`, n being dimension
+// src.dim of src.value at run time (onnx_ops_shape.cpp): a Range or a
+// Slice end over a dynamic size stays symbolic.
+ir::Value dynamic_arange(Ctx& c, const DimSource& src, DType dtype);
 // A node's axes: input `input` from opset `since` on, the attribute before.
 std::vector<int64_t> axes_input_or_attr(Ctx& c, size_t input, int64_t since);
 

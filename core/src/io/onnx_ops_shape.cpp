@@ -19,9 +19,38 @@ int norm(Ctx& c, int64_t axis, int rank) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+}  // namespace
+
+ir::Value dynamic_arange(Ctx& c, const DimSource& src, DType dtype) {
+  ir::Value v = c.value_named(src.value);
+  const int r = c.meta(v).shape.rank;
+  if (src.dim >= r) c.error("dimension " + std::to_string(src.dim) + " of '" + src.value + "' does not exist");
+  // One line of v along the dimension (index 0 of every other axis), then
+  // ones of its length (true whatever the elements, NaN included), summed
+  // exclusively: 0, 1, ..., n - 1, and exact in any dtype cumsum takes.
+  const ir::Value i0 = c.graph().add_constant(SPORA_DTYPE_I64, Shape{}, std::vector<uint8_t>(8, 0), c.loc());
+  for (int d = r - 1; d >= 0; --d) {
+    if (d == src.dim) continue;
+    Attrs a;
+    a.set("axis", AttrValue::of_int(d));
+    v = c.op("gather", {v, i0}, a);
+  }
+  const ir::Value all = c.op("logical_or", {c.op("equal", {v, v}), c.op("not_equal", {v, v})});
+  Attrs cast;
+  cast.set("dtype", AttrValue::of_string(dtype_name(dtype)));
+  Attrs sum;
+  sum.set("axis", AttrValue::of_int(0));
+  sum.set("exclusive", AttrValue::of_bool(true));
+  return c.op("cumsum", {c.op("cast", {all}, cast)}, sum);
+}
+
+namespace {
+
 // Slice: opset < 10 has starts/ends/axes attributes; later, inputs (with
 // steps). An axis whose size is dynamic can only be taken whole (Spora's
-// slice stores absolute bounds).
+// slice stores absolute bounds). A static axis cut at a dynamic end from
+// 0 (a position table up to the sequence length) is a Gather of
+// 0 .. end-1 built in the graph.
 void slice(Ctx& c, const Node&) {
   c.max_outputs(1);
   const ir::Value x = c.in(0);
@@ -45,26 +74,41 @@ void slice(Ctx& c, const Node&) {
     c.error("starts, ends, axes and steps must have the same length");
   std::vector<int64_t> b(static_cast<size_t>(s.rank), 0), e(s.dims, s.dims + s.rank), st(static_cast<size_t>(s.rank), 1);
   bool strided = false;
+  std::vector<std::pair<int, DimSource>> gathers;  // axes cut at a dynamic end
+  const std::vector<DimSource> end_src = c.opset() < 10 ? std::vector<DimSource>{} : c.dim_sources(2);
   for (size_t k = 0; k < starts.size(); ++k) {
     const int a = norm(c, axes[k], s.rank);
     const bool whole = steps[k] == 1 && (starts[k] == 0 || starts[k] <= -s[a]) && ends[k] >= s[a];
     if (c.dynamic_dim(0, a) && !whole)
       c.error("slices dimension " + std::to_string(a) + ", which is dynamic (batch or sequence): Spora's slice "
               "has fixed bounds; give the model's inputs fixed sizes to import it");
-    if (!dyn_end.empty() && dyn_end[k] && !whole)
-      c.error("the end on axis " + std::to_string(a) + " follows a dynamic input dimension; give the model's "
-              "inputs fixed sizes to import it");
+    if (!dyn_end.empty() && dyn_end[k] && !whole) {
+      if (starts[k] != 0 || steps[k] != 1 || k >= end_src.size() || !end_src[k].known() || ends[k] < 0)
+        c.error("the end on axis " + std::to_string(a) + " follows a dynamic input dimension; only a slice from 0 "
+                "with step 1 to a dimension read by Shape is kept symbolic; give the model's inputs fixed sizes "
+                "to import it");
+      gathers.emplace_back(a, end_src[k]);
+      continue;  // the axis is taken whole here and gathered at the end
+    }
     b[static_cast<size_t>(a)] = starts[k];
     e[static_cast<size_t>(a)] = std::min<int64_t>(ends[k], std::numeric_limits<int64_t>::max() / 2);
     st[static_cast<size_t>(a)] = steps[k];
     strided |= steps[k] != 1;
   }
+  auto finish = [&](ir::Value y) {
+    for (const auto& [axis, src] : gathers) {
+      Attrs g;
+      g.set("axis", AttrValue::of_int(axis));
+      y = c.op("gather", {y, dynamic_arange(c, src, SPORA_DTYPE_I64)}, g);
+    }
+    c.out(0, y);
+  };
   Attrs at;
   if (strided) {
     at.set("begin", AttrValue::of_ints(b));
     at.set("end", AttrValue::of_ints(e));
     at.set("strides", AttrValue::of_ints(st));
-    return c.out(0, c.op("strided_slice", {x}, at));
+    return finish(c.op("strided_slice", {x}, at));
   }
   for (size_t d = 0; d < b.size(); ++d) e[d] = std::min(e[d], s[static_cast<int>(d)]);
   bool dynamic = false;
@@ -94,11 +138,14 @@ void slice(Ctx& c, const Node&) {
       sa.set("sizes", AttrValue::of_ints(sizes));
       y = c.graph().add_op("split", {y}, sa, c.loc()).at(pick);
     }
-    return c.out(0, y);
+    return finish(y);
   }
+  bool whole = !gathers.empty();
+  for (size_t d = 0; d < b.size(); ++d) whole &= b[d] == 0 && e[d] == s[static_cast<int>(d)];
+  if (whole) return finish(x);  // only the gathers cut
   at.set("starts", AttrValue::of_ints(b));
   at.set("ends", AttrValue::of_ints(e));
-  c.out(0, c.op("slice", {x}, at));
+  finish(c.op("slice", {x}, at));
 }
 
 void squeeze(Ctx& c, const Node&) {

@@ -105,19 +105,54 @@ def test_constant_of_shape_range_and_shape_arithmetic_fold(tmp_path):
     check(p, x)
 
 
-def test_a_range_over_a_dynamic_dimension_is_refused_by_name(tmp_path):
+def range_model(tmp_path, name, start):
     nodes = [
         helper.make_node("Shape", ["x"], ["s"]),
         helper.make_node("Gather", ["s", "one"], ["n"], axis=0),
         helper.make_node("Cast", ["n"], ["nf"], to=F),
-        helper.make_node("Range", ["zero_f", "nf", "one_f"], ["r"]),
+        helper.make_node("Range", ["start", "nf", "one_f"], ["r"], name="range"),
         helper.make_node("Add", ["x", "r"], ["y"]),
     ]
-    p = save(tmp_path, "range_dyn", nodes, [vi("x", [2, "seq"])], [vi("y", None)],
-             [init("one", np.array(1, np.int64)), init("zero_f", np.array(0, np.float32)),
-              init("one_f", np.array(1, np.float32))])
-    with pytest.raises(ValueError, match="node .*Add.*dynamic input dimension"):
+    return save(tmp_path, name, nodes, [vi("x", [2, "seq"])], [vi("y", None)],
+                [init("one", np.array(1, np.int64)), init("start", np.array(start, np.float32)),
+                 init("one_f", np.array(1, np.float32))])
+
+
+def test_a_range_over_a_dynamic_dimension_stays_symbolic(tmp_path):
+    # Range(0, Shape(x)[1], 1): position ids up to the sequence length
+    p = range_model(tmp_path, "range_dyn", 0)
+    net = spora.load(str(p))
+    for seq in (3, 1, 6):
+        x = f32(2, seq)
+        np.testing.assert_array_equal(net(spora.Tensor(x)).numpy(), x + np.arange(seq, dtype=np.float32))
+    check(p, f32(2, 4))
+
+
+def test_another_range_over_a_dynamic_dimension_is_refused_by_name(tmp_path):
+    p = range_model(tmp_path, "range_dyn1", 1)  # its length is seq - 1: not kept symbolic
+    with pytest.raises(ValueError, match=r"node 'range' \(Range, opset 17\).*Range\(0, n, 1\)"):
         spora.load(str(p))
+
+
+def test_a_slice_of_a_position_table_up_to_the_sequence_length(tmp_path):
+    # table[0:Shape(x)[1]] (Hugging Face's position_ids buffer): a Gather of
+    # 0 .. seq-1; the same Slice from 1 is refused naming the node.
+    def model(name, start):
+        nodes = [helper.make_node("Shape", ["x"], ["s"]),
+                 helper.make_node("Slice", ["s", "i1", "i2"], ["n"]),
+                 helper.make_node("Slice", ["table", "st", "n", "i0"], ["pos"], name="pos_slice"),
+                 helper.make_node("Add", ["x", "pos"], ["y"])]
+        return save(tmp_path, name, nodes, [vi("x", ["batch", "seq", 4])], [vi("y", None)],
+                    [init("i0", np.array([0], np.int64)), init("i1", np.array([1], np.int64)),
+                     init("i2", np.array([2], np.int64)), init("st", np.array([start], np.int64)),
+                     init("table", f32(16, 4))])
+    net = spora.load(str(model("pos", 0)))
+    for b, s in ((2, 5), (3, 16), (1, 1)):
+        x = f32(b, s, 4)
+        check(tmp_path / "pos.onnx", x)
+        assert net(spora.Tensor(x)).shape == (b, s, 4)
+    with pytest.raises(ValueError, match=r"node 'pos_slice' \(Slice, opset 17\).*dynamic input dimension"):
+        spora.load(str(model("pos1", 1)))
 
 
 # -- opsets 7-12 --------------------------------------------------------------------------
