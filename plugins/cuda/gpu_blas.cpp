@@ -13,6 +13,7 @@
 
 #include "gpu_blaslt_api.h"
 #include "gpu_state.h"
+#include "lib_search.h"
 #include "math/blas_args.h"
 
 namespace spora::gpu::blas {
@@ -115,27 +116,29 @@ namespace {
 
 // libcublasLt.so.<major>: its own outcome, logged here (cuBLAS is the
 // caller's to log).
-void load_lt() {
+void load_lt(const std::vector<std::string>& dirs) {
   const std::string name = "libcublasLt.so." + std::to_string(CUBLAS_VER_MAJOR);
-  if (const std::string why = lt::load(name, &g_lt); !why.empty()) {
+  std::string opened;
+  if (const std::string why = lt::load(name, dirs, &g_lt, &opened); !why.empty()) {
     host_log(SPORA_LOG_WARN, "cuBLASLt not loaded (" + why + "): matmul and linear use cuBLAS or the own GEMM");
     return;
   }
   g_lt_loaded = true;
-  host_log(SPORA_LOG_INFO, "cuBLASLt " + std::to_string(g_lt.version()) +
-                               " loaded: matmul and linear use cublasLtMatmul (f16/bf16 on tensor cores)");
+  host_log(SPORA_LOG_INFO, "cuBLASLt " + std::to_string(g_lt.version()) + " loaded from " + opened +
+                               ": matmul and linear use cublasLtMatmul (f16/bf16 on tensor cores)");
 }
 
 }  // namespace
 
 std::string load() {
-  load_lt();
+  // NVIDIA's pip wheels (nvidia-cublas) first, then the system.
+  const std::vector<std::string> dirs = spora::plugin::nvidia_library_dirs(CUBLAS_VER_MAJOR);
+  load_lt(dirs);
   const std::string name = "libcublas.so." + std::to_string(CUBLAS_VER_MAJOR);
-  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    return e ? e : name + " not found";
-  }
+  std::string opened, why;
+  void* h = spora::plugin::open_library(name, dirs, &opened, &why);
+  if (!h) return why;
+  host_log(SPORA_LOG_INFO, name + " opened from " + opened);
   Lib lib;
   lib.create = reinterpret_cast<CreateFn>(dlsym(h, "cublasCreate_v2"));
   lib.destroy = reinterpret_cast<DestroyFn>(dlsym(h, "cublasDestroy_v2"));

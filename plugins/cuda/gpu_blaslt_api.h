@@ -11,7 +11,9 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "lib_search.h"
 #include "math/blas_args.h"
 
 namespace spora::gpu::lt {
@@ -58,14 +60,15 @@ struct Api {
                     const void* algo, void* workspace, size_t workspace_size, void* stream) = nullptr;
 };
 
-// Opens `library` (libcublasLt.so.<major>) and resolves every entry point;
-// returns "" or why not. The library stays loaded for the process.
-inline std::string load(const std::string& library, Api* out) {
-  void* h = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    return e ? e : library + " not found";
-  }
+// Opens `library` (libcublasLt.so.<major>) from the first of `dirs` that
+// has it, else the system (lib_search.h), and resolves every entry point;
+// returns "" or why not, *opened the file. The library stays loaded for
+// the process.
+inline std::string load(const std::string& library, const std::vector<std::string>& dirs, Api* out,
+                        std::string* opened) {
+  std::string why;
+  void* h = spora::plugin::open_library(library, dirs, opened, &why);
+  if (!h) return why;
   Api a;
   std::string missing;
   const auto sym = [&](auto& f, const char* name) {

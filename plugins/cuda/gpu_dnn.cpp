@@ -8,12 +8,15 @@
 // reproduce exactly; descriptors are made and kept in the plan's state.
 // Launch: the device's handle is bound to the stream under a lock and the
 // call made; a failed status becomes a cudaError the executor reports.
+#include <cuda_runtime_api.h>  // CUDART_VERSION: which NVIDIA wheels to search
 #include <dlfcn.h>
 
 #include <map>
 #include <vector>
 
 #include "gpu_dnn_lib.h"
+#include "gpu_state.h"
+#include "lib_search.h"
 
 namespace spora::gpu::dnn {
 
@@ -140,12 +143,12 @@ using namespace detail;
 
 std::string load() {
   const std::string name = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
-  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const char* e = dlerror();
-    g_why = e ? e : name + " not found";
-    return g_why;
-  }
+  // NVIDIA's pip wheel (nvidia-cudnn-cu13) first, then the system.
+  std::string opened;
+  void* h = spora::plugin::open_library(name, spora::plugin::nvidia_library_dirs(CUDART_VERSION / 1000), &opened,
+                                        &g_why);
+  if (!h) return g_why;
+  host_log(SPORA_LOG_INFO, name + " opened from " + opened);
   Lib lib;
   std::string missing;
 #define SPORA_CUDNN_LOOKUP(f)                                 \

@@ -10,6 +10,9 @@
 #include <memory>
 #include <mutex>
 
+#include "gpu_state.h"
+#include "lib_search.h"
+
 namespace spora::gpu::rtc {
 namespace {
 
@@ -162,19 +165,27 @@ void build(Entry* e, const std::string& source, const std::string& name, const H
 
 std::string load() {
   const std::string name = "libnvrtc.so." + std::to_string(CUDART_VERSION / 1000);
-  void* h = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // NVIDIA's pip wheel (nvidia-cuda-nvrtc) first, then the system.
+  std::string opened, first_error;
+  void* h = spora::plugin::open_library(name, spora::plugin::nvidia_library_dirs(CUDART_VERSION / 1000), &opened,
+                                        &first_error);
   // The toolkit's library folder is often not on the loader's path.
-  const char* err = h ? nullptr : dlerror();
-  const std::string first_error = err ? err : name + " not found";
   for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
     const char* dir = std::getenv(env);
-    if (!h && dir && *dir) h = dlopen((std::string(dir) + "/lib64/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h && dir && *dir) {
+      opened = std::string(dir) + "/lib64/" + name;
+      h = dlopen(opened.c_str(), RTLD_NOW | RTLD_LOCAL);
+    }
   }
-  if (!h) h = dlopen(("/usr/local/cuda/lib64/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    opened = "/usr/local/cuda/lib64/" + name;
+    h = dlopen(opened.c_str(), RTLD_NOW | RTLD_LOCAL);
+  }
   if (!h) {
     g_why = first_error + " (nor in $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64)";
     return g_why;
   }
+  host_log(SPORA_LOG_INFO, name + " opened from " + opened);
   Lib lib;
   lib.handle = h;
   lib.num_archs = reinterpret_cast<NumArchsFn>(dlsym(h, "nvrtcGetNumSupportedArchs"));

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "error.h"
+#include "lib_search.h"
 
 namespace spora::nccl {
 
@@ -19,19 +20,24 @@ Lib g_lib;
 bool g_open = false;
 std::mutex g_mu;
 
-// Where libnccl.so.2 may be when the dynamic linker's path does not have
-// it: the CUDA toolkit's directories.
+// NVIDIA's pip wheel (nvidia-nccl-cu13) first, then the system; where the
+// dynamic linker's path does not have it either, the CUDA toolkit's
+// directories.
 void* open_nccl(std::string* tried) {
-  std::string dirs[] = {"", "", "/usr/local/cuda/lib64/", "/usr/local/cuda/lib/"};
-  if (const char* home = std::getenv("CUDA_HOME")) dirs[1] = std::string(home) + "/lib64/";
+  std::string opened;
+  void* h = spora::plugin::open_library("libnccl.so.2", spora::plugin::nvidia_library_dirs(CUDART_VERSION / 1000),
+                                        &opened, tried);
+  std::string dirs[] = {"", "/usr/local/cuda/lib64/", "/usr/local/cuda/lib/"};
+  if (const char* home = std::getenv("CUDA_HOME")) dirs[0] = std::string(home) + "/lib64/";
   for (const std::string& d : dirs) {
-    if (&d == &dirs[1] && d.empty()) continue;
-    const std::string path = d + "libnccl.so.2";
-    if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL)) return h;
+    if (h || d.empty()) continue;
+    opened = d + "libnccl.so.2";
+    if ((h = dlopen(opened.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
     const char* why = dlerror();
-    *tried += (tried->empty() ? "" : "; ") + std::string(why ? why : path);
+    *tried += "; " + std::string(why ? why : opened);
   }
-  return nullptr;
+  if (h) host_log(SPORA_LOG_INFO, "libnccl.so.2 opened from " + opened);
+  return h;
 }
 }  // namespace
 

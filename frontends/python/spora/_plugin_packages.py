@@ -13,12 +13,20 @@ A distribution makes its plugins known through an entry point in the group
 loader opens nothing until the first device query, so importing spora still
 initialises no driver. Paths on SPORA_PLUGIN_PATH keep precedence over
 packages, and packages over the plugins next to libspora.so.
+
+It also tells the cuda and nccl plugins where NVIDIA's pip wheels
+(nvidia-cublas, nvidia-cudnn-cu13, nvidia-nccl-cu13, ...) put their
+libraries: SPORA_NVIDIA_LIBRARY_PATH, when unset, becomes the
+nvidia/<part>/lib directories of every site-packages on sys.path. (The
+plugins also look beside their own package; this covers wheels installed
+elsewhere, e.g. with pip --user.)
 """
 import importlib.util
 import os
 import warnings
 
 GROUP = "spora.plugins"
+NVIDIA_LIBRARY_PATH = "SPORA_NVIDIA_LIBRARY_PATH"
 
 _found = None  # [PluginPackage], filled by register()
 
@@ -85,10 +93,39 @@ def discover():
     return out
 
 
+def nvidia_library_dirs():
+    """The lib directories of NVIDIA's pip wheels importable here, in
+    sys.path order: <site-packages>/nvidia/<part>/lib (CUDA 13's cu13,
+    cudnn, nccl; CUDA 12's cublas, cuda_nvrtc, ...). Found without importing
+    anything: `nvidia` is a namespace package."""
+    try:
+        spec = importlib.util.find_spec("nvidia")
+    except (ImportError, ValueError):
+        return []
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    out = []
+    for loc in spec.submodule_search_locations:
+        try:
+            parts = sorted(os.listdir(loc))
+        except OSError:
+            continue
+        for part in parts:
+            lib = os.path.join(loc, part, "lib")
+            if os.path.isdir(lib) and lib not in out:
+                out.append(lib)
+    return out
+
+
 def register(add_plugin_path):
     """Hands the plugin packages' paths to the loader (add_plugin_path is
-    spora._C.add_plugin_path). Returns the packages."""
+    spora._C.add_plugin_path) and NVIDIA's wheel directories to the plugins
+    (SPORA_NVIDIA_LIBRARY_PATH, unless set). Returns the packages."""
     global _found
+    if NVIDIA_LIBRARY_PATH not in os.environ:
+        dirs = nvidia_library_dirs()
+        if dirs:  # read by the plugins when they initialize, after this
+            os.environ[NVIDIA_LIBRARY_PATH] = os.pathsep.join(dirs)
     _found = discover()
     if not _found:
         return _found

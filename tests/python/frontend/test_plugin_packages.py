@@ -156,3 +156,34 @@ def test_other_subcommands_go_to_the_cpp_tool(tmp_path):
     env["PATH"] = "/usr/bin:/bin"
     r = subprocess.run([sys.executable, "-m", "spora", "run"], env=env, capture_output=True, text=True)
     assert r.returncode == 2 and "'run' is not available from the pip package" in r.stderr, r.stderr
+
+
+def _nvidia_site(root):
+    """A site-packages as NVIDIA's CUDA 13 pip wheels leave it (their RECORD
+    files: nvidia/cu13/lib/libcublas.so.13, nvidia/cudnn/lib/libcudnn.so.9,
+    nvidia/nccl/lib/libnccl.so.2); `nvidia` is a namespace package."""
+    for part in ("nccl", "cu13", "cudnn"):
+        (root / "nvidia" / part / "lib").mkdir(parents=True)
+    (root / "nvidia" / "cuda_cccl" / "include").mkdir(parents=True)  # a part without lib/
+    return [str(root / "nvidia" / p / "lib") for p in ("cu13", "cudnn", "nccl")]
+
+
+def test_nvidia_wheel_directories_reach_the_plugins(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    dirs = _nvidia_site(first) + _nvidia_site(second)
+    env = dict(os.environ)
+    env.pop("SPORA_NVIDIA_LIBRARY_PATH", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(first), str(second), env.get("PYTHONPATH", "")])
+    code = "import os, sys, spora; assert 'nvidia' not in sys.modules; print(os.environ['SPORA_NVIDIA_LIBRARY_PATH'])"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().split(os.pathsep) == dirs, r.stdout
+    # A value the user set is left alone; without wheels, nothing is set.
+    env["SPORA_NVIDIA_LIBRARY_PATH"] = "/opt/mine"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "/opt/mine", r.stdout + r.stderr
+    env.pop("SPORA_NVIDIA_LIBRARY_PATH")
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")
+    r = subprocess.run([sys.executable, "-c", "import os, spora; print(os.environ.get('SPORA_NVIDIA_LIBRARY_PATH'))"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "None", r.stdout + r.stderr
