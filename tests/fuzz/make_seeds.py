@@ -2,9 +2,10 @@
 way the test suite makes these files: a checkpoint and an exported model
 through the Python frontend (the build tree's `spora` package), ONNX models
 from the tests' own protobuf writer (tests/python/frontend/onnx_writer.py),
-IDX and .npy files as MNIST and NumPy write them, and the graph JSON that
-the exported models hold. Seeds are kept small (a few KiB each): the
-fuzzer's mutations matter, not the files' size.
+IDX and .npy files as MNIST and NumPy write them, the graph JSON that the
+exported models hold, and small JPEG and PNG images (the JPEGs need
+Pillow). Seeds are kept small (a few KiB each): the fuzzer's mutations
+matter, not the files' size.
 
     PYTHONPATH=build/python SPORA_LIB=build/lib/libspora.so \\
         .venv/bin/python tests/fuzz/make_seeds.py tests/fuzz/corpus
@@ -154,12 +155,108 @@ def small_graph_json(spora):
     return fn.last_graph.json().encode()
 
 
+def png_bytes(w, h, ctype, depth, samples, interlace=False, extra=()):
+    """A PNG written chunk by chunk (zlib for IDAT), as the decoder's unit
+    test does: `samples` is a function (x, y, channel) -> sample value."""
+    import zlib
+    chans = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}[ctype]
+
+    def chunk(kind, data):
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    def row(xs, y):
+        bits = []
+        for x in xs:
+            for c in range(chans):
+                bits.append(samples(x, y, c) & ((1 << depth) - 1))
+        if depth == 16:
+            return b"\0" + b"".join(struct.pack(">H", v) for v in bits)
+        if depth == 8:
+            return b"\0" + bytes(bits)
+        per = 8 // depth
+        out = bytearray()
+        for i in range(0, len(bits), per):
+            byte = 0
+            for j, v in enumerate(bits[i:i + per]):
+                byte |= v << (8 - depth * (j + 1))
+            out.append(byte)
+        return b"\0" + bytes(out)
+
+    if interlace:  # Adam7: seven passes, each a sub-image of its own
+        passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+        raw = b""
+        for x0, y0, dx, dy in passes:
+            xs = list(range(x0, w, dx))
+            if xs:
+                raw += b"".join(row(xs, y) for y in range(y0, h, dy))
+    else:
+        raw = b"".join(row(range(w), y) for y in range(h))
+    ihdr = struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, 1 if interlace else 0)
+    body = chunk(b"IHDR", ihdr) + b"".join(chunk(k, d) for k, d in extra)
+    return b"\x89PNG\r\n\x1a\n" + body + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b"")
+
+
+def image_seeds(out):
+    """JPEG and PNG images of every layout the decoder meets: PNGs written
+    here (every colour type and bit depth, palette with transparency,
+    Adam7), JPEGs through Pillow when it is installed (baseline grey and
+    RGB, 4:2:0, progressive, restart markers, CMYK, which the decoder
+    refuses), small: 5x3 to 16x16 pixels."""
+    def grad(x, y, c):
+        return (x * 37 + y * 91 + c * 53) * 257
+
+    pal = b"".join(bytes([i * 60, 255 - i * 60, (i * 97) % 256]) for i in range(4))
+    pngs = {
+        "grey1.png": png_bytes(5, 3, 0, 1, lambda x, y, c: x ^ y),
+        "grey4.png": png_bytes(5, 3, 0, 4, lambda x, y, c: x + 4 * y),
+        "grey8.png": png_bytes(5, 3, 0, 8, lambda x, y, c: x * 40 + y, extra=[(b"gAMA", struct.pack(">I", 45455))]),
+        "grey16.png": png_bytes(5, 3, 0, 16, grad),
+        "grey-alpha8.png": png_bytes(5, 3, 4, 8, lambda x, y, c: x * 50 if c == 0 else y * 120),
+        "rgb8.png": png_bytes(5, 3, 2, 8, lambda x, y, c: grad(x, y, c) >> 8),
+        "rgb16.png": png_bytes(4, 4, 2, 16, grad, extra=[(b"sRGB", b"\0")]),
+        "rgb8-trns.png": png_bytes(4, 2, 2, 8, lambda x, y, c: x * 60, extra=[(b"tRNS", struct.pack(">HHH", 60, 60, 60))]),
+        "rgba8.png": png_bytes(4, 3, 6, 8, lambda x, y, c: 255 - x * 60 if c == 3 else grad(x, y, c) >> 8),
+        "rgba16.png": png_bytes(3, 2, 6, 16, grad),
+        "palette2.png": png_bytes(5, 3, 3, 2, lambda x, y, c: (x + y) % 4,
+                                  extra=[(b"PLTE", pal), (b"tRNS", bytes([255, 128, 0]))]),
+        "palette8-interlaced.png": png_bytes(9, 9, 3, 8, lambda x, y, c: (x * y) % 4, interlace=True,
+                                             extra=[(b"PLTE", pal)]),
+        "rgb8-interlaced.png": png_bytes(9, 9, 2, 8, lambda x, y, c: grad(x, y, c) >> 8, interlace=True),
+    }
+    for name, data in pngs.items():
+        put(out, "image", name, data)
+    try:
+        from PIL import Image
+    except ImportError:
+        print("make_seeds.py: no Pillow; the JPEG seeds of corpus/image were not remade", file=sys.stderr)
+        return
+    rgb = np.zeros((16, 16, 3), np.uint8)
+    rgb[..., 0] = np.arange(16)[:, None] * 16
+    rgb[..., 1] = np.arange(16)[None, :] * 16
+    rgb[..., 2] = 128
+    jpegs = {
+        "grey.jpg": (Image.fromarray(rgb[..., 0]), dict(quality=50)),
+        "rgb444.jpg": (Image.fromarray(rgb), dict(quality=50, subsampling=0)),
+        "rgb420.jpg": (Image.fromarray(rgb), dict(quality=50, subsampling=2, optimize=True)),
+        "rgb-progressive.jpg": (Image.fromarray(rgb), dict(quality=50, progressive=True)),
+        "grey-progressive.jpg": (Image.fromarray(rgb[..., 1]), dict(quality=50, progressive=True)),
+        "rgb-restart.jpg": (Image.fromarray(rgb), dict(quality=50, restart_marker_blocks=1)),
+        "cmyk.jpg": (Image.fromarray(rgb).convert("CMYK"), dict(quality=50)),
+    }
+    for name, (img, opts) in jpegs.items():
+        buf = io.BytesIO()
+        img.save(buf, "JPEG", **opts)
+        put(out, "image", name, buf.getvalue())
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "corpus")
     idx_seeds(out)
     npy_seeds(out)
     onnx_seeds(out)
     frontend_seeds(out)
+    image_seeds(out)
 
 
 if __name__ == "__main__":

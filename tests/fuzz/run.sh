@@ -6,7 +6,7 @@
 #   tests/fuzz/run.sh idx 0                # replay the IDX corpus
 #   tests/fuzz/run.sh model 60 -jobs=2     # more libFuzzer flags after SECONDS
 #
-# Targets: checkpoint model onnx idx idx_gz npy graph_json graph_compile.
+# Targets: checkpoint model onnx idx idx_gz npy graph_json graph_compile image.
 # New inputs the fuzzer finds go to $BUILD/corpus/<target> (the committed
 # seeds in tests/fuzz/corpus/<target> are read, never written); crashes to
 # $BUILD/artifacts/<target>/. Environment: SPORA_FUZZ_BUILD (the build

@@ -94,6 +94,24 @@ TEST(DataImage, DamagedPngNamesTheImage) {
   EXPECT_NE(error_of(png, "x.png").find("x.png: corrupt PNG image"), std::string::npos) << error_of(png, "x.png");
 }
 
+// A PNG's IDAT bytes bound its pixels (deflate stops at 1032:1): a small
+// file claiming a huge image is refused before 768 MiB are allocated for it,
+// while a real image compressed close to that ratio still decodes.
+TEST(DataImage, PngTooShortForItsSizeIsRefusedBeforeAllocating) {
+  if (!can_decode_png()) GTEST_SKIP() << "built without libpng";
+  std::vector<uint8_t> png = make_png(4096, 1024, 0, std::vector<uint8_t>(4096 * 1024, 0));
+  ASSERT_LT(png.size(), 4096u * 1024 / 900);  // the all-zero rows compress near deflate's limit
+  const Column c = decode_image(png.data(), png.size(), "zeros.png");
+  EXPECT_EQ(c.shape, (std::vector<int64_t>{1024, 4096, 3}));
+  // The same data under a header claiming 16384x16384 (IHDR's CRC redone).
+  for (int i = 0; i < 4; ++i) png[16 + i] = png[20 + i] = static_cast<uint8_t>(16384u >> (24 - 8 * i));
+  const uLong crc = crc32(0, png.data() + 12, 17);
+  for (int i = 0; i < 4; ++i) png[29 + i] = static_cast<uint8_t>(crc >> (24 - 8 * i));
+  const std::string err = error_of(png, "big.png");
+  EXPECT_NE(err.find("big.png: corrupt PNG image: "), std::string::npos) << err;
+  EXPECT_NE(err.find("bytes of IDAT data cannot hold 16384x16384 pixels"), std::string::npos) << err;
+}
+
 TEST(DataImage, OtherBytesAreNotImages) {
   const std::vector<uint8_t> text{'h', 'e', 'l', 'l', 'o'};
   EXPECT_NE(error_of(text, "t.txt").find("t.txt: not a JPEG or PNG image (first bytes 68 65 6c 6c 6f; 5 bytes)"),
