@@ -9,7 +9,11 @@ per step in Spora's GRAPH_MODE):
   lenet  LeNet-5 (conv 6 -> pool -> conv 16 -> pool -> 120 -> 84 -> 10), batch 64
 Configurations:
   spora f32       Model's step without amp
-  spora O2 bf16   spora.amp level O2 (the core mixed_precision pass)
+  spora O2        spora.amp level O2 with the default dtype: what amp picks
+                  here (bf16 only where a bf16 matmul measured faster than
+                  f32, amp.cpu_bf16_choice(); else f32, and a warning)
+  spora O2 bf16   level O2 with dtype=spora.bfloat16 forced (the core
+                  mixed_precision pass)
   torch f32       PyTorch eager
   torch bf16      torch.autocast("cpu", dtype=torch.bfloat16) around forward and loss
 PyTorch is skipped when it does not import. Rounds interleave the
@@ -34,7 +38,7 @@ def _data(batch, shape, n=4, seed=0):
 SHAPES = {"mlp": (128, (784,)), "lenet": (64, (1, 28, 28))}
 
 
-def spora_step(model, level):
+def spora_step(model, level, dtype=None):
     import spora
     from spora import amp, nn
     spora.set_context(mode=spora.GRAPH_MODE)
@@ -48,7 +52,7 @@ def spora_step(model, level):
             nn.Conv2d(6, 16, 5, pad_mode="valid", has_bias=True), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
             nn.Dense(400, 120, activation="relu"), nn.Dense(120, 84, activation="relu"), nn.Dense(84, 10))
     opt = nn.SGD(net.trainable_params(), 0.01, momentum=0.9)
-    step = amp.build_train_network(net, opt, nn.CrossEntropyLoss(), level=level)
+    step = amp.build_train_network(net, opt, nn.CrossEntropyLoss(), level=level, dtype=dtype)
     batch, shape = SHAPES[model]
     data = [(spora.Tensor(x), spora.Tensor(y)) for x, y in _data(batch, shape)]
 
@@ -110,11 +114,17 @@ def main():
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA")
     print(f"cpu arch {spora._C.device_properties('cpu').get('arch', '?')}"
           + (f", ONEDNN_MAX_CPU_ISA={cap}" if cap else ""))
+    use, reason = spora.amp.cpu_bf16_choice()
+    print(f"amp's default on this cpu: {'bf16' if use else 'f32'} ({reason})")
     print(f"threads {args.threads}, {args.steps} steps per round, best of {args.rounds} rounds; "
           f"load average {os.getloadavg()[0]:.1f}")
     for model in args.models.split(","):
         batch = SHAPES[model][0]
-        configs = {"spora f32": spora_step(model, "O0"), "spora O2 bf16": spora_step(model, "O2")}
+        import warnings
+        with warnings.catch_warnings():  # the choice is printed above
+            warnings.simplefilter("ignore")
+            configs = {"spora f32": spora_step(model, "O0"), "spora O2": spora_step(model, "O2"),
+                       "spora O2 bf16": spora_step(model, "O2", spora.bfloat16)}
         if torch is not None:
             configs["torch f32"] = torch_step(model, False)
             configs["torch bf16 autocast"] = torch_step(model, True)
@@ -134,8 +144,9 @@ def main():
         print(f"\n{model} (batch {batch})        wall ms/step  samples/s   cpu ms/step")
         for name, (w, c) in best.items():
             print(f"  {name:22s} {w * 1e3:9.2f} {batch / w:11.0f} {c * 1e3:11.2f}")
-        s32, s16 = best["spora f32"], best["spora O2 bf16"]
-        print(f"  spora O2/f32 speed-up: wall {s32[0] / s16[0]:.2f}x, cpu {s32[1] / s16[1]:.2f}x")
+        s32, s16, sam = best["spora f32"], best["spora O2 bf16"], best["spora O2"]
+        print(f"  spora O2 (amp's choice)/f32 speed-up: wall {s32[0] / sam[0]:.2f}x, cpu {s32[1] / sam[1]:.2f}x")
+        print(f"  spora O2 bf16/f32 speed-up: wall {s32[0] / s16[0]:.2f}x, cpu {s32[1] / s16[1]:.2f}x")
         if torch is not None:
             t32, t16 = best["torch f32"], best["torch bf16 autocast"]
             print(f"  torch autocast/f32 speed-up: wall {t32[0] / t16[0]:.2f}x, cpu {t32[1] / t16[1]:.2f}x")

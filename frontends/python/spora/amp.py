@@ -25,15 +25,27 @@ boundaries: it converts the compute-bound matrix products and
 convolutions -- forward and backward -- to bf16, casts each weight once per
 step and passes bf16 straight between chained products. Memory-bound ops
 stay f32 there: on the cpu they gain nothing from bf16, while the products
-run on the bf16 dot-product instructions at twice the f32 peak.
+run on the bf16 dot-product instructions, at twice the f32 peak where the
+cpu has them at full rate (see below).
 
-A cpu without bf16 dot-product instructions (the cpu device's arch lacks
-"bf16": AVX2, or AVX-512 without avx512_bf16) only emulates bf16 products,
-measured 4-11x slower than f32 (MLP b128 training step, 1 thread, oneDNN
-capped at AVX-512 / AVX2 on an AVX-512 + bf16 Xeon, 2026-11-27). There
-the default dtype keeps f32 math: levels O1-O3 change nothing and a
-warning says so. An explicit dtype=spora.bfloat16 is honoured, with a
-warning.
+On the cpu, bf16 is the default only where it is faster. Having bf16
+instructions is not enough:
+  - a cpu without bf16 dot-product instructions (the cpu device's arch
+    lacks "bf16": AVX2, or AVX-512 without avx512_bf16) only emulates bf16
+    products, measured 4-11x slower than f32 (MLP b128 training step, 1
+    thread, oneDNN capped at AVX-512 / AVX2 on an AVX-512 + bf16 Xeon);
+  - some cpus with them run VDPBF16PS at a quarter of the FMA instruction
+    rate, so bf16 products reach half the f32 peak (a Sapphire Rapids-class
+    Xeon VM without AMX: 86 vs 172 GFLOP/s per core, oneDNN's and PyTorch's
+    bf16 matmuls alike), while Zen 4 runs them at twice the f32 peak.
+So the first auto_mixed_precision call on the cpu with the default dtype
+times a bf16 and an f32 matmul through the cpu plugin (a few hundred
+milliseconds at most, once per process; cpu_bf16_choice()) and keeps bf16
+only when the bf16 product is at least BF16_MIN_SPEEDUP times as fast. Where
+it is not, levels O1-O3 change nothing (f32 math) and a warning names the
+reason. SPORA_AMP_CPU_BF16=1 or =0 sets the choice without measuring (auto,
+the default, measures). An explicit dtype=spora.bfloat16 is always
+honoured, with a warning where bf16 is emulated or measured slower.
 
 Loss scaling keeps small f16 gradients from flushing to zero: the loss is
 multiplied by the scale before differentiation and the gradients divided by
@@ -41,6 +53,8 @@ it after. bf16 has f32's exponent range, so it needs no loss scale; f16
 does (Model and build_train_network default to DynamicLossScaleManager for
 f16).
 """
+import os
+
 import numpy as np
 
 from . import _C, _dtype
@@ -49,15 +63,18 @@ from ._jit import JitFunction
 from ._tensor import Tensor
 
 __all__ = ["auto_mixed_precision", "build_train_network", "all_finite", "FixedLossScaleManager",
-           "DynamicLossScaleManager", "LossScaleManager", "TrainOneStepWithLossScale", "default_dtype"]
+           "DynamicLossScaleManager", "LossScaleManager", "TrainOneStepWithLossScale", "default_dtype",
+           "cpu_has_bf16", "cpu_bf16_choice"]
 
 LEVELS = ("O0", "O1", "O2", "O3")
 
 
 def default_dtype(device=None):
-    """bf16 on cpu-like devices (cpu, sim): the cpu runs bf16 dot products at
-    twice the f32 peak, its f16 matmul/conv kernels are slow or missing, and
-    bf16 keeps f32's range (no loss scale needed). f16 elsewhere."""
+    """bf16 on cpu-like devices (cpu, sim): the cpu's f16 matmul/conv
+    kernels are slow or missing, bf16 keeps f32's range (no loss scale
+    needed), and cpus with full-rate bf16 dot products run them at twice the
+    f32 peak (where bf16 is slower, auto_mixed_precision keeps f32 instead:
+    cpu_bf16_choice). f16 elsewhere."""
     name = str(device if device is not None else _C.get_device())
     return _dtype.bfloat16 if name.split(":")[0] in ("cpu", "sim") else _dtype.float16
 
@@ -72,10 +89,87 @@ def cpu_has_bf16():
         return True
 
 
-def _emulated_bf16(dt):
-    """True when `dt` is bf16 and the current device is a cpu that lacks
-    bf16 instructions."""
-    return dt.name == "bfloat16" and str(_C.get_device()).split(":")[0] == "cpu" and not cpu_has_bf16()
+# O2 also casts weights and activations to bf16 and back, so the products
+# must be clearly faster than f32 for a step to gain: where they run at
+# twice the f32 peak (Zen 4) the MLP step gains 1.5-1.7x.
+BF16_MIN_SPEEDUP = 1.2
+_ENV = "SPORA_AMP_CPU_BF16"
+_measured = None  # (speedup, bf16 ms, f32 ms), once per process
+
+
+def _arch():
+    try:
+        return _C.device_properties("cpu").get("arch", "?")
+    except Exception:
+        return "?"
+
+
+def _measure_cpu_bf16():
+    """(f32 time / bf16 time, bf16 ms, f32 ms) of a 256x512 @ 512x512
+    matmul on the cpu device: the minimum process CPU time of 15 runs each,
+    alternated, so a busy machine slows both alike and the minimum skips
+    the runs it interrupted. The products are checked to really be bf16
+    and f32 (a bf16 result within bf16 rounding of the f32 one)."""
+    import time
+    from . import ops
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((256, 512)).astype(np.float32)
+    b = (rng.standard_normal((512, 512)) * 0.05).astype(np.float32)
+    dev = _C.get_device()
+    pairs = {}
+    for dt in (_dtype.float32, _dtype.bfloat16):
+        pairs[dt.name] = (Tensor(a).astype(dt), Tensor(b).astype(dt))
+    best, outs = {}, {}
+    for rep in range(16):
+        for name, (x, w) in pairs.items():
+            _C.synchronize(dev)
+            t = time.process_time()
+            y = ops.matmul(x, w)
+            _C.synchronize(dev)
+            t = time.process_time() - t
+            if rep == 0:  # the first run of each plans and allocates
+                outs[name] = y
+            else:
+                best[name] = min(best.get(name, t), t)
+    if outs["bfloat16"].dtype != _dtype.bfloat16:
+        raise RuntimeError(f"[amp] the bf16 probe matmul returned {outs['bfloat16'].dtype}")
+    y16 = outs["bfloat16"].astype(_dtype.float32).asnumpy()
+    y32 = outs["float32"].asnumpy()
+    if not np.allclose(y16, y32, rtol=3e-2, atol=3e-2 * float(np.abs(y32).max())):
+        raise RuntimeError("[amp] the bf16 probe matmul disagrees with f32 beyond bf16 rounding")
+    # process_time ticks in ~1 us; a floor keeps the ratio finite
+    t16, t32 = max(best["bfloat16"], 1e-6), max(best["float32"], 1e-6)
+    return t32 / t16, t16 * 1e3, t32 * 1e3
+
+
+def cpu_bf16_choice():
+    """(use_bf16, reason): whether amp's default dtype computes in bf16 on
+    the cpu device, and why, in words fit for a warning. SPORA_AMP_CPU_BF16
+    =1 or =0 decides; unset or "auto": False without bf16 dot-product
+    instructions, else True when a bf16 matmul measured at least
+    BF16_MIN_SPEEDUP times as fast as f32 (measured on the first call, then
+    remembered for the process)."""
+    global _measured
+    env = os.environ.get(_ENV, "auto").strip().lower()
+    if env in ("1", "0"):
+        return env == "1", f"{_ENV}={env}"
+    if env not in ("", "auto"):
+        raise ValueError(f"[amp] {_ENV} must be auto, 1 or 0, got {os.environ[_ENV]!r}")
+    arch = _arch()
+    if not cpu_has_bf16():
+        return False, (f"this cpu ({arch}) has no bf16 dot-product instructions: bf16 is emulated and runs "
+                       "several times slower than f32")
+    if _measured is None:
+        _measured = _measure_cpu_bf16()
+    speedup, t16, t32 = _measured
+    use = speedup >= BF16_MIN_SPEEDUP
+    return use, (f"a bf16 matmul measured {speedup:.2f}x the speed of f32 on this cpu ({arch}: "
+                 f"{t16:.2f} vs {t32:.2f} ms for 256x512 @ 512x512; bf16 is the default from "
+                 f"{BF16_MIN_SPEEDUP}x)")
+
+
+def _on_cpu():
+    return str(_C.get_device()).split(":")[0] == "cpu"
 
 
 def _check_level(level, where):
@@ -103,17 +197,16 @@ def auto_mixed_precision(network, amp_level="O0", dtype=None):
         raise TypeError(f"[auto_mixed_precision] network must be an nn.Cell, got {type(network).__name__}")
     _check_level(amp_level, "auto_mixed_precision")
     dt = default_dtype() if dtype is None else _amp.check_dtype(dtype, "auto_mixed_precision")
-    if amp_level != "O0" and _emulated_bf16(dt):
+    if amp_level != "O0" and dt.name == "bfloat16" and _on_cpu():
         import warnings
-        arch = _C.device_properties("cpu").get("arch", "?")
-        if dtype is None:
-            warnings.warn(f"[auto_mixed_precision] this cpu ({arch}) has no bf16 dot-product instructions: bf16 "
-                          f"would run several times slower than f32, so amp_level {amp_level} keeps f32 "
+        use, reason = cpu_bf16_choice()
+        if dtype is None and not use:
+            warnings.warn(f"[auto_mixed_precision] {reason}, so amp_level {amp_level} keeps f32 "
                           "(pass dtype=spora.bfloat16 to force bf16)", stacklevel=2)
             amp_level = "O0"
-        else:
-            warnings.warn(f"[auto_mixed_precision] this cpu ({arch}) has no bf16 dot-product instructions: "
-                          "bf16 is emulated and runs several times slower than f32", stacklevel=2)
+        elif not use and not reason.startswith(_ENV):
+            warnings.warn(f"[auto_mixed_precision] {reason}: dtype=bfloat16 is honoured as asked, but the "
+                          "network will likely run slower than in f32", stacklevel=2)
     cells = [c for _, c in network.cells_and_names()]
     for c in cells:
         object.__setattr__(c, "_amp_auto", None)

@@ -11,6 +11,8 @@
 - O2 bf16 training of an MLP and a LeNet on a Fashion-MNIST subset tracks
   f32 (loss curves and accuracy).
 """
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -168,18 +170,110 @@ def test_auto_mixed_precision_levels_mark_the_right_cells():
     assert loss._amp_auto is None
 
 
+def _marks(net):
+    return [c._amp_auto.dtype.name if c._amp_auto else None for c in net]
+
+
 def test_default_dtype_keeps_f32_on_a_cpu_without_bf16(monkeypatch):
+    monkeypatch.delenv("SPORA_AMP_CPU_BF16", raising=False)
     net = nn.SequentialCell(nn.Dense(8, 8), nn.ReLU(), nn.Dense(8, 4))
     monkeypatch.setattr(amp, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(amp, "_measure_cpu_bf16", lambda: pytest.fail("measured without bf16 instructions"))
     with pytest.warns(UserWarning, match="no bf16 dot-product instructions.*keeps f32"):
         amp.auto_mixed_precision(net, "O2")
     assert all(c._amp_auto is None for c in net) and net._amp_auto is None
     with pytest.warns(UserWarning, match="bf16 is emulated"):  # asked for by name: honoured
         amp.auto_mixed_precision(net, "O2", spora.bfloat16)
-    assert [c._amp_auto.dtype.name for c in net] == ["bfloat16"] * 3
+    assert _marks(net) == ["bfloat16"] * 3
+
+
+def test_default_dtype_follows_the_measured_bf16_speed(monkeypatch):
+    """With bf16 instructions, the default is bf16 only where a bf16 matmul
+    measured at least BF16_MIN_SPEEDUP times as fast as f32; the
+    measurement runs once per process."""
+    monkeypatch.delenv("SPORA_AMP_CPU_BF16", raising=False)
     monkeypatch.setattr(amp, "cpu_has_bf16", lambda: True)
+    calls = []
+
+    def fake(speedup):
+        def measure():
+            calls.append(speedup)
+            return speedup, 1.0 / speedup, 1.0
+        return measure
+
+    net = nn.SequentialCell(nn.Dense(8, 8), nn.ReLU(), nn.Dense(8, 4))
+    monkeypatch.setattr(amp, "_measured", None)
+    monkeypatch.setattr(amp, "_measure_cpu_bf16", fake(0.55))
+    with pytest.warns(UserWarning, match=r"measured 0\.55x the speed of f32.*keeps f32"):
+        amp.auto_mixed_precision(net, "O2")
+    assert _marks(net) == [None] * 3 and net._amp_auto is None
+    with pytest.warns(UserWarning, match=r"measured 0\.55x.*honoured as asked"):
+        amp.auto_mixed_precision(net, "O1", spora.bfloat16)
+    assert _marks(net) == ["bfloat16", None, "bfloat16"]
+    assert calls == [0.55]  # remembered, not measured again
+    monkeypatch.setattr(amp, "_measured", None)
+    monkeypatch.setattr(amp, "_measure_cpu_bf16", fake(1.9))
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # bf16 faster: no warning
+        amp.auto_mixed_precision(net, "O2")
+    assert _marks(net) == ["bfloat16"] * 3
+    assert amp.cpu_bf16_choice()[0] is True and calls == [0.55, 1.9]
+    # Just under the threshold keeps f32.
+    monkeypatch.setattr(amp, "_measured", (amp.BF16_MIN_SPEEDUP - 0.01, 1.0, 1.0))
+    assert amp.cpu_bf16_choice()[0] is False
+
+
+def test_env_forces_the_cpu_choice_without_measuring(monkeypatch):
+    monkeypatch.setattr(amp, "_measured", None)
+    monkeypatch.setattr(amp, "_measure_cpu_bf16", lambda: pytest.fail("measured although forced"))
+    net = nn.SequentialCell(nn.Dense(8, 8), nn.ReLU(), nn.Dense(8, 4))
+    monkeypatch.setenv("SPORA_AMP_CPU_BF16", "0")
+    with pytest.warns(UserWarning, match="SPORA_AMP_CPU_BF16=0, so amp_level O2 keeps f32"):
+        amp.auto_mixed_precision(net, "O2")
+    assert _marks(net) == [None] * 3
+    monkeypatch.setenv("SPORA_AMP_CPU_BF16", "1")
+    monkeypatch.setattr(amp, "cpu_has_bf16", lambda: False)  # forced wins over the ISA too
     amp.auto_mixed_precision(net, "O2")
-    assert [c._amp_auto.dtype.name for c in net] == ["bfloat16"] * 3
+    assert _marks(net) == ["bfloat16"] * 3
+    assert amp.cpu_bf16_choice() == (True, "SPORA_AMP_CPU_BF16=1")
+    monkeypatch.setenv("SPORA_AMP_CPU_BF16", "fast")
+    with pytest.raises(ValueError, match="SPORA_AMP_CPU_BF16 must be auto, 1 or 0, got 'fast'"):
+        amp.auto_mixed_precision(net, "O2")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_o2_keeping_f32_is_bit_identical_to_no_amp(monkeypatch, mode):
+    """Where amp keeps f32 (bf16 slower), O2 training is exactly f32's."""
+    monkeypatch.setenv("SPORA_AMP_CPU_BF16", "0")
+    spora.set_context(mode=mode)
+    x, y = _batch(2, 64)
+    runs = []
+    for level in ("O0", "O2"):
+        net = _mlp(seed=2, hidden=64)
+        keeps = pytest.warns(UserWarning, match="keeps f32") if level == "O2" else contextlib.nullcontext()
+        with keeps:
+            model = Model(net, nn.CrossEntropyLoss(), nn.Momentum(net.trainable_params(), 0.05, 0.9),
+                          amp_level=level)
+        hist = model.train(1, [(x, y)] * 3)
+        runs.append(([h["loss"] for h in hist], _weights(net)))
+    assert runs[0][0] == runs[1][0]
+    for a, b in zip(runs[0][1], runs[1][1]):
+        assert np.array_equal(a, b)
+
+
+def test_cpu_bf16_measurement_times_real_bf16_and_f32_products(monkeypatch):
+    """The probe runs on the cpu plugin: both times are positive, the bf16
+    product's result was checked against f32 inside it (a wrong bf16 kernel
+    raises), and the choice reports the figures it used."""
+    monkeypatch.delenv("SPORA_AMP_CPU_BF16", raising=False)
+    speedup, t16, t32 = amp._measure_cpu_bf16()
+    assert t16 > 0 and t32 > 0 and speedup == pytest.approx(t32 / t16)
+    if amp.cpu_has_bf16():
+        monkeypatch.setattr(amp, "_measured", (speedup, t16, t32))
+        use, reason = amp.cpu_bf16_choice()
+        assert use == (speedup >= amp.BF16_MIN_SPEEDUP)
+        assert f"{speedup:.2f}x" in reason and spora._C.device_properties("cpu")["arch"] in reason
 
 
 def test_cpu_arch_follows_onednn_isa_cap():
@@ -192,11 +286,14 @@ def test_cpu_arch_follows_onednn_isa_cap():
         if " avx2" not in f.read():
             pytest.skip("no AVX2 on this cpu")
     code = ("import spora, warnings; from spora import amp, nn; "
-            "print(spora._C.device_properties('cpu')['arch'], amp.cpu_has_bf16())")
+            "print(spora._C.device_properties('cpu')['arch'], amp.cpu_has_bf16(), amp.cpu_bf16_choice()[0], "
+            "amp._measured)")
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    env.pop("SPORA_AMP_CPU_BF16", None)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["x86_64-avx2", "False"], out.stdout
+    # no bf16 instructions: f32 without measuring
+    assert out.stdout.split() == ["x86_64-avx2", "False", "False", "None"], out.stdout
 
 
 # -- gradients vs finite differences -------------------------------------------------------
@@ -263,7 +360,8 @@ def _state(opt):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_dynamic_loss_scale_skips_halves_and_grows(mode):
+def test_dynamic_loss_scale_skips_halves_and_grows(monkeypatch, mode):
+    monkeypatch.setenv("SPORA_AMP_CPU_BF16", "1")  # O2 in bf16 on any cpu
     spora.set_context(mode=mode)
     x, y = _batch(5, 32)
     net = _mlp(seed=5, hidden=64)
@@ -336,7 +434,8 @@ def test_loss_scale_manager_arguments():
               amp_dtype=spora.float16)
     assert isinstance(m.loss_scale_manager, amp.DynamicLossScaleManager)
     net = _mlp(hidden=8)
-    m = Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.1), amp_level="O2")
+    m = Model(net, nn.CrossEntropyLoss(), nn.SGD(net.trainable_params(), 0.1), amp_level="O2",
+              amp_dtype=spora.bfloat16)
     assert m.loss_scale_manager is None
 
 
