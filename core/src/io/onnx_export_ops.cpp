@@ -90,7 +90,7 @@ std::vector<int64_t> pair(Emitter& e, const char* name) {
   return v;
 }
 
-void conv(Emitter& e, size_t bias, size_t residual, bool act) {
+void conv(Emitter& e, size_t bias, size_t residual, bool act, const std::string& out) {
   if (e.has_attr("pad_mode") && e.string_attr("pad_mode") != "explicit")
     e.error("pad_mode '" + e.string_attr("pad_mode") + "' was not resolved to explicit padding");
   const Shape& w = e.in_meta(1).shape;
@@ -100,20 +100,36 @@ void conv(Emitter& e, size_t bias, size_t residual, bool act) {
                                 A::of_ints("dilations", pair(e, "dilation")),
                                 A::of_ints("pads", onnx_pads(e, e.ints_attr("padding"))),
                                 A::of_int("group", e.int_attr("groups"))};
-  if (!residual && !act) return e.emit("Conv", ins, {e.out(0)}, attrs);
+  if (!residual && !act) return e.emit("Conv", ins, {out}, attrs);
   std::string y = e.op("Conv", ins, attrs);
   if (residual) y = e.op("Add", {y, e.in(residual)});
-  activation(e, y, e.out_meta(0).dtype, act ? e.string_attr("activation") : "none", e.out(0));
+  activation(e, y, e.out_meta(0).dtype, act ? e.string_attr("activation") : "none", out);
 }
 
-void pool(Emitter& e, bool max) {
-  std::vector<A> attrs = {A::of_ints("kernel_shape", pair(e, "kernel_size")),
-                          A::of_ints("strides", pair(e, "stride")),
-                          A::of_ints("pads", onnx_pads(e, e.ints_attr("padding"))),
-                          A::of_int("ceil_mode", e.bool_attr("ceil_mode"))};
-  if (max) attrs.push_back(A::of_ints("dilations", pair(e, "dilation")));
-  else attrs.push_back(A::of_int("count_include_pad", e.bool_attr("count_include_pad")));
-  e.emit(max ? "MaxPool" : "AveragePool", {e.in(0)}, {e.out(0)}, attrs);
+void conv(Emitter& e, size_t bias, size_t residual, bool act) { conv(e, bias, residual, act, e.out(0)); }
+
+// `prefix` names the pooling's attributes ("pool_" in conv2d_act_pool).
+void pool(Emitter& e, bool max, const std::string& x, const std::string& prefix, const std::string& out) {
+  auto name = [&](const char* n) { return prefix + n; };
+  std::vector<A> attrs = {A::of_ints("kernel_shape", pair(e, name("kernel_size").c_str())),
+                          A::of_ints("strides", pair(e, name("stride").c_str())),
+                          A::of_ints("pads", onnx_pads(e, e.ints_attr(name("padding").c_str()))),
+                          A::of_int("ceil_mode", e.bool_attr(name("ceil_mode").c_str()))};
+  if (max) attrs.push_back(A::of_ints("dilations", pair(e, name("dilation").c_str())));
+  else attrs.push_back(A::of_int("count_include_pad", e.bool_attr(name("count_include_pad").c_str())));
+  e.emit(max ? "MaxPool" : "AveragePool", {x}, {out}, attrs);
+}
+
+void pool(Emitter& e, bool max) { pool(e, max, e.in(0), "", e.out(0)); }
+
+// conv2d_act_pool (the conv_pool_fusion pass's op): conv2d_act, then a
+// MaxPool with the pool_ attributes; with keep_activation the activation is
+// output 1.
+void conv_act_pool(Emitter& e) {
+  const bool keep = e.has_attr("keep_activation") && e.bool_attr("keep_activation");
+  const std::string act = keep ? e.out(1) : e.fresh("act");
+  conv(e, 2, 0, true, act);
+  pool(e, true, act, "pool_", e.out(0));
 }
 
 // The reductions' axes: empty means all (ONNX would read no axes as all too,
@@ -304,6 +320,7 @@ const std::map<std::string, Exporter>& exporters() {
     m["conv2d_bias"] = [](Emitter& e) { conv(e, 2, 0, false); };
     m["conv2d_act"] = [](Emitter& e) { conv(e, 2, 0, true); };
     m["conv2d_add_act"] = [](Emitter& e) { conv(e, 2, 3, true); };
+    m["conv2d_act_pool"] = conv_act_pool;
     m["conv2d_transpose"] = [](Emitter& e) {
       const Shape& w = e.in_meta(1).shape;
       e.emit("ConvTranspose", {e.in(0), e.in(1)}, {e.out(0)},

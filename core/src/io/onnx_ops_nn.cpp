@@ -1,6 +1,7 @@
 // ONNX converters: convolution, pooling, batch normalisation (inference).
-// Spora's conv and pool ops are 2-D, NCHW; ONNX pads are [top, left,
-// bottom, right] (begins, then ends), Spora's [top, bottom, left, right].
+// Spora's conv and pool ops are 2-D, NCHW (1-D ones run as 2-D with a
+// height of 1; 3-D is refused); ONNX pads are [top, left, bottom, right]
+// (begins, then ends), Spora's [top, bottom, left, right].
 #include "io/onnx_import.h"
 
 namespace spora::io::onnx {
@@ -11,9 +12,43 @@ void need_4d(Ctx& c, ir::Value x) {
     c.error("only 2-D (NCHW, rank-4) inputs are supported, got shape " + c.meta(x).shape.str());
 }
 
-std::vector<int64_t> pair_attr(Ctx& c, const char* name, int64_t dflt) {
-  std::vector<int64_t> v = c.attr_ints(name, {dflt, dflt});
-  if (v.size() != 2) c.error(std::string("attribute ") + name + " must have 2 values for a 2-D op");
+// The spatial rank of a convolution's or pooling's input (N, C, spatial...):
+// 2 maps directly, 1 as 2-D with a height of 1; 3-D has no op in Spora's
+// library.
+int spatial_rank(Ctx& c, ir::Value x) {
+  const Shape& s = c.meta(x).shape;
+  if (s.rank == 5)
+    c.error("3-D convolution and pooling (rank-5 input) are not supported: Spora's op library has 1-D (as 2-D) "
+            "and 2-D only, got shape " + s.str());
+  if (s.rank != 3 && s.rank != 4) c.error("input must be (N, C, L) or (N, C, H, W), got shape " + s.str());
+  return s.rank - 2;
+}
+
+// (N, C, L) as (N, C, 1, L); the inverse drops that axis again.
+ir::Value lift(Ctx& c, ir::Value x) {
+  Attrs a;
+  a.set("axes", AttrValue::of_ints({2}));
+  return c.op("expand_dims", {x}, a);
+}
+ir::Value unlift(Ctx& c, ir::Value y) {
+  Attrs a;
+  a.set("axes", AttrValue::of_ints({2}));
+  return c.op("squeeze", {y}, a);
+}
+
+// A per-axis attribute of `r` values as the 2-D form's 2 (1-D: the added
+// height gets `lifted`).
+std::vector<int64_t> spatial_attr(Ctx& c, const char* name, int64_t dflt, int r, int64_t lifted) {
+  std::vector<int64_t> v = c.attr_ints(name, std::vector<int64_t>(static_cast<size_t>(r), dflt));
+  if (v.size() != static_cast<size_t>(r))
+    c.error(std::string("attribute ") + name + " must have " + std::to_string(r) + " values for a " +
+            std::to_string(r) + "-D op");
+  if (r == 1) v.insert(v.begin(), lifted);
+  return v;
+}
+
+std::vector<int64_t> pair_attr(Ctx& c, const char* name, int64_t dflt, int r) {
+  std::vector<int64_t> v = spatial_attr(c, name, dflt, r, 1);
   // Strides and dilations divide sizes (SAME padding): 0 would be a
   // division by zero, not an error message.
   if (v[0] < 1 || v[1] < 1)
@@ -22,14 +57,17 @@ std::vector<int64_t> pair_attr(Ctx& c, const char* name, int64_t dflt) {
   return v;
 }
 
-// Spora padding for the node's pads / auto_pad. SAME_* pads are computed
-// from the input's spatial size (fixed at import).
+// Spora padding for the node's pads / auto_pad, on the (lifted) 2-D input
+// `x`. SAME_* pads are computed from the input's spatial size (fixed at
+// import).
 std::vector<int64_t> spora_pads(Ctx& c, const Shape& x, const std::vector<int64_t>& kernel,
-                                const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation) {
+                                const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation, int r) {
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
   if (auto_pad == "NOTSET") {
-    std::vector<int64_t> p = c.attr_ints("pads", {0, 0, 0, 0});
-    if (p.size() != 4) c.error("attribute pads must have 4 values for a 2-D op");
+    std::vector<int64_t> p = c.attr_ints("pads", std::vector<int64_t>(static_cast<size_t>(2 * r), 0));
+    if (p.size() != static_cast<size_t>(2 * r))
+      c.error("attribute pads must have " + std::to_string(2 * r) + " values for a " + std::to_string(r) + "-D op");
+    if (r == 1) return {0, 0, p[0], p[1]};
     return {p[0], p[2], p[1], p[3]};
   }
   if (auto_pad == "VALID") return {0, 0, 0, 0};
@@ -49,36 +87,85 @@ std::vector<int64_t> spora_pads(Ctx& c, const Shape& x, const std::vector<int64_
 
 void conv(Ctx& c, const Node&) {
   c.max_outputs(1);
-  const ir::Value x = c.in(0), w = c.in(1);
-  need_4d(c, x);
-  const Shape& ws = c.meta(w).shape;
-  if (ws.rank != 4) c.error("weight must be rank 4, got " + ws.str());
-  const std::vector<int64_t> kernel = {ws[2], ws[3]};
+  ir::Value x = c.in(0), w = c.in(1);
+  const int r = spatial_rank(c, x);
+  const Shape& ws0 = c.meta(w).shape;
+  if (ws0.rank != r + 2) c.error("weight must be rank " + std::to_string(r + 2) + ", got " + ws0.str());
+  std::vector<int64_t> kernel(ws0.dims + 2, ws0.dims + ws0.rank);
   if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
-    c.error("kernel_shape does not match the weight's shape " + ws.str());
-  const auto stride = pair_attr(c, "strides", 1), dilation = pair_attr(c, "dilations", 1);
+    c.error("kernel_shape does not match the weight's shape " + ws0.str());
+  if (r == 1) {
+    x = lift(c, x);
+    w = lift(c, w);
+    kernel.insert(kernel.begin(), 1);
+  }
+  const auto stride = pair_attr(c, "strides", 1, r), dilation = pair_attr(c, "dilations", 1, r);
   Attrs a;
   a.set("stride", AttrValue::of_ints(stride));
   a.set("dilation", AttrValue::of_ints(dilation));
-  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation)));
+  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation, r)));
   a.set("groups", AttrValue::of_int(c.attr_int("group", 1)));
-  if (c.has_in(2)) c.out(0, c.op("conv2d_bias", {x, w, c.in(2)}, a));
-  else c.out(0, c.op("conv2d", {x, w}, a));
+  ir::Value y = c.has_in(2) ? c.op("conv2d_bias", {x, w, c.in(2)}, a) : c.op("conv2d", {x, w}, a);
+  c.out(0, r == 1 ? unlift(c, y) : y);
+}
+
+// ConvTranspose: Spora's conv2d_transpose takes ONNX's weight layout
+// (C_in, C_out/group, k...) and output size rule; the bias is added after.
+void conv_transpose(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  ir::Value x = c.in(0), w = c.in(1);
+  const int r = spatial_rank(c, x);
+  const Shape& ws0 = c.meta(w).shape;
+  if (ws0.rank != r + 2) c.error("weight must be rank " + std::to_string(r + 2) + ", got " + ws0.str());
+  std::vector<int64_t> kernel(ws0.dims + 2, ws0.dims + ws0.rank);
+  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
+    c.error("kernel_shape does not match the weight's shape " + ws0.str());
+  if (c.has_attr("output_shape"))
+    c.error("attribute output_shape is not supported (give pads and output_padding instead)");
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    c.error("auto_pad '" + auto_pad + "' is not supported for ConvTranspose (give pads instead)");
+  if (r == 1) {
+    x = lift(c, x);
+    w = lift(c, w);
+  }
+  const auto stride = pair_attr(c, "strides", 1, r), dilation = pair_attr(c, "dilations", 1, r);
+  std::vector<int64_t> pads = {0, 0, 0, 0};
+  if (auto_pad == "NOTSET") pads = spora_pads(c, c.meta(x).shape, kernel, stride, dilation, r);
+  Attrs a;
+  a.set("stride", AttrValue::of_ints(stride));
+  a.set("dilation", AttrValue::of_ints(dilation));
+  a.set("padding", AttrValue::of_ints(pads));
+  a.set("output_padding", AttrValue::of_ints(spatial_attr(c, "output_padding", 0, r, 0)));
+  a.set("groups", AttrValue::of_int(c.attr_int("group", 1)));
+  ir::Value y = c.op("conv2d_transpose", {x, w}, a);
+  if (r == 1) y = unlift(c, y);
+  if (c.has_in(2)) {
+    const ir::Value b = c.in(2);
+    const Shape& bs = c.meta(b).shape;
+    if (bs.rank != 1) c.error("bias must be 1-D, got " + bs.str());
+    Attrs shape;  // (C, 1, ...) broadcasts over the spatial axes
+    std::vector<int64_t> dims(static_cast<size_t>(r + 1), 1);
+    dims[0] = bs[0];
+    shape.set("shape", AttrValue::of_ints(dims));
+    y = c.op("add", {y, c.op("reshape", {b}, shape)});
+  }
+  c.out(0, y);
 }
 
 void pool(Ctx& c, const Node& n, bool max) {
   c.max_outputs(1);  // MaxPool's Indices output is not supported
-  const ir::Value x = c.in(0);
-  need_4d(c, x);
+  ir::Value x = c.in(0);
+  const int r = spatial_rank(c, x);
   if (!c.has_attr("kernel_shape")) c.error("attribute kernel_shape is required");
-  const auto kernel = c.attr_ints("kernel_shape", {});
-  if (kernel.size() != 2) c.error("kernel_shape must have 2 values for a 2-D pool");
-  const auto stride = pair_attr(c, "strides", 1), dilation = pair_attr(c, "dilations", 1);
+  const auto kernel = spatial_attr(c, "kernel_shape", 1, r, 1);
+  if (r == 1) x = lift(c, x);
+  const auto stride = pair_attr(c, "strides", 1, r), dilation = pair_attr(c, "dilations", 1, r);
   if (max && c.attr_int("storage_order", 0) != 0) c.error("storage_order 1 (column major) is not supported");
   Attrs a;
   a.set("kernel_size", AttrValue::of_ints(kernel));
   a.set("stride", AttrValue::of_ints(stride));
-  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation)));
+  a.set("padding", AttrValue::of_ints(spora_pads(c, c.meta(x).shape, kernel, stride, dilation, r)));
   a.set("ceil_mode", AttrValue::of_bool(c.attr_int("ceil_mode", 0) != 0));
   if (max) {
     a.set("dilation", AttrValue::of_ints(dilation));
@@ -87,7 +174,8 @@ void pool(Ctx& c, const Node& n, bool max) {
     // ONNX's default excludes the padding from the count; Spora's includes it.
     a.set("count_include_pad", AttrValue::of_bool(c.attr_int("count_include_pad", 0) != 0));
   }
-  c.out(0, c.op(max ? "max_pool2d" : "avg_pool2d", {x}, a));
+  const ir::Value y = c.op(max ? "max_pool2d" : "avg_pool2d", {x}, a);
+  c.out(0, r == 1 ? unlift(c, y) : y);
   (void)n;
 }
 
@@ -186,6 +274,7 @@ void batch_norm(Ctx& c, const Node&) {
 
 void add_nn_converters(std::map<std::string, Converter>& m) {
   m["Conv"] = conv;
+  m["ConvTranspose"] = conv_transpose;
   m["MaxPool"] = [](Ctx& c, const Node& n) { pool(c, n, true); };
   m["AveragePool"] = [](Ctx& c, const Node& n) { pool(c, n, false); };
   m["GlobalAveragePool"] = global_avg_pool;

@@ -330,9 +330,103 @@ void constant_of_shape(Ctx& c, const Node& n) {
   c.out(0, c.graph().add_op("full", {}, a, c.loc()).at(0));
 }
 
+// TopK: K is an input from opset 10 (an attribute before); largest and
+// sorted from 11. Indices come out as int64, as ONNX's are.
+void topk(Ctx& c, const Node&) {
+  c.max_outputs(2);
+  const ir::Value x = c.in(0);
+  int64_t k = c.attr_int("k", -1);
+  if (c.opset() >= 10) {
+    const std::vector<int64_t> kv = c.static_ints(1, "K");
+    if (kv.size() != 1) c.error("K must hold one value");
+    k = kv[0];
+  }
+  if (k < 0) c.error("K must be >= 0, got " + std::to_string(k));
+  Attrs a;
+  a.set("k", AttrValue::of_int(k));
+  a.set("axis", AttrValue::of_int(norm(c, c.attr_int("axis", -1), c.meta(x).shape.rank)));
+  a.set("largest", AttrValue::of_bool(c.attr_int("largest", 1) != 0));
+  a.set("sorted", AttrValue::of_bool(c.attr_int("sorted", 1) != 0));
+  const std::vector<ir::Value> ys = c.graph().add_op("topk", {x}, a, c.loc());
+  c.out(0, ys.at(0));
+  c.out(1, ys.at(1));
+}
+
+void cumsum(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0);
+  const std::vector<int64_t> axis = c.static_ints(1, "axis");
+  if (axis.size() != 1) c.error("axis must hold one value");
+  Attrs a;
+  a.set("axis", AttrValue::of_int(norm(c, axis[0], c.meta(x).shape.rank)));
+  a.set("exclusive", AttrValue::of_bool(c.attr_int("exclusive", 0) != 0));
+  a.set("reverse", AttrValue::of_bool(c.attr_int("reverse", 0) != 0));
+  c.out(0, c.op("cumsum", {x}, a));
+}
+
+// GatherElements is Spora's gather_elements (negative indices wrap in
+// both).
+void gather_elements(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value x = c.in(0), idx = c.in(1);
+  Attrs a;
+  a.set("axis", AttrValue::of_int(norm(c, c.attr_int("axis", 0), c.meta(x).shape.rank)));
+  c.out(0, c.op("gather_elements", {x, idx}, a));
+}
+
+void gather_nd(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  if (c.attr_int("batch_dims", 0) != 0) c.error("batch_dims other than 0 is not supported");
+  c.out(0, c.op("gather_nd", {c.in(0), c.in(1)}));
+}
+
+// OneHot(indices, depth, [off, on]) along the last axis; depth and values
+// must be known at import time.
+void one_hot(Ctx& c, const Node&) {
+  c.max_outputs(1);
+  const ir::Value idx = c.in(0);
+  const int rank = c.meta(idx).shape.rank;
+  if (norm(c, c.attr_int("axis", -1), rank + 1) != rank) c.error("only axis -1 (the last) is supported");
+  const HostTensor* depth = c.host(1);
+  const HostTensor* values = c.host(2);
+  if (!depth || depth->shape.numel() != 1) c.error("depth must be one value known at import time");
+  if (!values || values->shape.numel() != 2) c.error("values must be [off, on] known at import time");
+  auto number = [&](const HostTensor& t, size_t k) {
+    double v = 0;
+    const uint8_t* p = &t.bytes[k * dtype_size(t.dtype)];
+    switch (t.dtype) {
+      case SPORA_DTYPE_F32: { float f; std::memcpy(&f, p, 4); v = f; break; }
+      case SPORA_DTYPE_F64: std::memcpy(&v, p, 8); break;
+      case SPORA_DTYPE_I32: { int32_t i; std::memcpy(&i, p, 4); v = i; break; }
+      case SPORA_DTYPE_I64: { int64_t i; std::memcpy(&i, p, 8); v = static_cast<double>(i); break; }
+      default: c.error(std::string("depth and values of dtype ") + dtype_name(t.dtype) + " are not supported");
+    }
+    return v;
+  };
+  const double d = number(*depth, 0);
+  if (!(d >= 1 && d <= 1e9)) c.error("depth must be in [1, 1e9]");
+  Attrs a;
+  a.set("depth", AttrValue::of_int(static_cast<int64_t>(d)));
+  a.set("off_value", AttrValue::of_float(number(*values, 0)));
+  a.set("on_value", AttrValue::of_float(number(*values, 1)));
+  a.set("dtype", AttrValue::of_string(dtype_name(values->dtype)));
+  ir::Value i = idx;
+  if (c.meta(idx).dtype != SPORA_DTYPE_I32 && c.meta(idx).dtype != SPORA_DTYPE_I64) {
+    Attrs cast;
+    cast.set("dtype", AttrValue::of_string("i64"));
+    i = c.op("cast", {idx}, cast);
+  }
+  c.out(0, c.op("one_hot", {i}, a));
+}
+
 }  // namespace
 
 void add_shape_converters(std::map<std::string, Converter>& m) {
+  m["TopK"] = topk;
+  m["CumSum"] = cumsum;
+  m["GatherElements"] = gather_elements;
+  m["GatherND"] = gather_nd;
+  m["OneHot"] = one_hot;
   m["Slice"] = slice;
   m["Squeeze"] = squeeze;
   m["Unsqueeze"] = unsqueeze;

@@ -245,6 +245,60 @@ def test_op_matches_onnxruntime(tmp_path, case):
     check(p, X)
 
 
+# Ops on other shapes than X: (nodes, inputs as (name, array), initializers,
+# output element type, opset).
+def _topk_nodes():
+    return [helper.make_node("TopK", ["x", "k"], ["v", "i"], axis=1, largest=0),
+            helper.make_node("Cast", ["i"], ["fi"], to=F), helper.make_node("Add", ["v", "fi"], ["y"])]
+
+
+OPS_SHAPED = {
+    "conv1d": ([helper.make_node("Conv", ["x", "w", "b"], ["y"], strides=[2], pads=[1, 2], dilations=[2], group=2)],
+               [("x", f32(2, 4, 11))], {"w": f32(6, 2, 3), "b": f32(6)}, F, 17),
+    "conv1d_same": ([helper.make_node("Conv", ["x", "w"], ["y"], auto_pad="SAME_UPPER", strides=[2])],
+                    [("x", f32(2, 4, 11))], {"w": f32(3, 4, 4)}, F, 17),
+    "pool1d": ([helper.make_node("MaxPool", ["x"], ["m"], kernel_shape=[3], strides=[2], pads=[1, 1]),
+                helper.make_node("AveragePool", ["m"], ["y"], kernel_shape=[2], strides=[1], pads=[0, 1])],
+               [("x", f32(2, 3, 10))], {}, F, 17),
+    "conv_transpose": ([helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 3], pads=[1, 0, 0, 2],
+                                         output_padding=[1, 0], group=2)],
+                       [("x", f32(2, 4, 5, 6))], {"w": f32(4, 3, 3, 4), "b": f32(6)}, F, 17),
+    "conv_transpose1d": ([helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[2], dilations=[2])],
+                         [("x", f32(2, 4, 7))], {"w": f32(4, 5, 3)}, F, 17),
+    "topk": (_topk_nodes(), [("x", f32(3, 7, 2))], {"k": np.array([3], np.int64)}, F, 17),
+    "topk_opset9": ([helper.make_node("TopK", ["x"], ["y", "i"], axis=-1, k=2)], [("x", f32(3, 5))], {}, F, 9),
+    "cumsum": ([helper.make_node("CumSum", ["x", "ax"], ["c"], exclusive=1),
+                helper.make_node("CumSum", ["c", "ax0"], ["y"], reverse=1)],
+               [("x", f32(3, 5))], {"ax": np.array(1, np.int64), "ax0": np.array([0], np.int64)}, F, 17),
+    "gather_elements": ([helper.make_node("GatherElements", ["x", "i"], ["y"], axis=1)],
+                        [("x", f32(3, 4))], {"i": np.array([[0, 3], [-1, 1], [2, 2]], np.int64)}, F, 17),
+    "gather_nd": ([helper.make_node("GatherND", ["x", "i"], ["y"])],
+                  [("x", f32(3, 4, 2))], {"i": np.array([[0, 1], [2, 3], [1, -1]], np.int64)}, F, 17),
+    "one_hot": ([helper.make_node("OneHot", ["x", "d", "v"], ["y"])],
+                [("x", np.array([[0, 2], [4, -1]], np.int64))],
+                {"d": np.array(5, np.int64), "v": np.array([0.5, 2.0], np.float32)}, F, 17),
+}
+
+
+@pytest.mark.parametrize("case", sorted(OPS_SHAPED))
+def test_shaped_op_matches_onnxruntime(tmp_path, case):
+    nodes, xs, inits, out_type, opset = OPS_SHAPED[case]
+    ins = [vi(n, list(a.shape), helper.np_dtype_to_tensor_dtype(a.dtype)) for n, a in xs]
+    p = save(tmp_path, case, nodes, ins, [vi("y", None, out_type)], [init(k, v) for k, v in inits.items()],
+             opset=opset)
+    check(p, *[a for _, a in xs])
+
+
+def test_3d_convolution_and_pooling_are_refused_by_name(tmp_path):
+    for op, ins, attrs, inits in (("Conv", ["x", "w"], {}, [init("w", f32(2, 3, 1, 1, 1))]),
+                                  ("MaxPool", ["x"], {"kernel_shape": [2, 2, 2]}, []),
+                                  ("ConvTranspose", ["x", "w"], {}, [init("w", f32(3, 2, 1, 1, 1))])):
+        nodes = [helper.make_node(op, ins, ["y"], name="n3d", **attrs)]
+        p = save(tmp_path, f"{op}3d", nodes, [vi("x", [1, 3, 4, 4, 4])], [vi("y", None)], inits)
+        with pytest.raises(ValueError, match=rf"node 'n3d' \({op}, opset 17\): 3-D convolution and pooling"):
+            spora.load(str(p))
+
+
 def test_gelu_at_opset_20(tmp_path):
     p = save(tmp_path, "gelu", [helper.make_node("Gelu", ["x"], ["y"], approximate="tanh")], [vi("x", [2, 3])],
              [vi("y", None)], opset=20)
