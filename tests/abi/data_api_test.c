@@ -104,7 +104,46 @@ int main(void) {
   }
   EXPECT(batches == 6 && rows == 20, "%d batches, %d rows", batches, rows);
   EXPECT(bad == 0, "%d wrong values", bad);
+  /* The device queue is chosen before the first row. */
+  spora_status_t qs = spora_dataset_iter_set_device_queue(it, 1);
+  EXPECT(qs == SPORA_ERROR_INVALID_ARGUMENT && strstr(spora_last_error(), "before the first spora_dataset_iter_next"),
+         "status %d: %s", qs, spora_last_error());
   OK(spora_dataset_iter_free(it));
+
+  /* The same batches through the device queue of a device with its own
+   * memory (sim, when its plugin is loaded), 2 batches copied ahead. */
+  spora_device_t* sim = NULL;
+  if (spora_device_find(ctx, "sim", &sim) == SPORA_OK) {
+    OK(spora_dataset_iter_create(repeated, sim, 0, 2, &it));
+    qs = spora_dataset_iter_set_device_queue(it, 65);
+    EXPECT(qs == SPORA_ERROR_INVALID_ARGUMENT && strstr(spora_last_error(), "[0, 64], got 65"), "status %d: %s", qs,
+           spora_last_error());
+    OK(spora_dataset_iter_set_device_queue(it, 2));
+    int qrows = 0, qbad = 0;
+    for (;;) {
+      spora_tensor_t* out[2] = {NULL, NULL};
+      int32_t has = 0;
+      OK(spora_dataset_iter_next(it, out, 2, &has));
+      if (!has) break;
+      int64_t n = 0;
+      OK(spora_tensor_shape(out[1], &n, 1));
+      int32_t lab[4];
+      float img[4 * 4];
+      OK(spora_tensor_read(out[1], lab, sizeof lab));
+      OK(spora_tensor_read(out[0], img, sizeof img));
+      for (i = 0; i < n; ++i) {
+        const int sample = (qrows + i) % 10;
+        if (lab[i] != sample || img[i * 4 + 3] != (float)(10 * sample + 3) * 0.5f + 1.0f) qbad++;
+      }
+      qrows += (int)n;
+      spora_tensor_free(out[0]);
+      spora_tensor_free(out[1]);
+    }
+    EXPECT(qrows == 20 && qbad == 0, "sim device queue: %d rows, %d wrong", qrows, qbad);
+    OK(spora_dataset_iter_free(it));
+  } else {
+    printf("device queue on sim: no sim device, skipped\n");
+  }
 
   /* Errors: status + a message naming the step or file. */
   spora_dataset_t* none = NULL;

@@ -921,6 +921,17 @@ SPORA_API spora_status_t spora_dataset_column_name(const spora_dataset_t* ds, si
  * to `prefetch` (1..1024) rows ready ahead of the caller. */
 SPORA_API spora_status_t spora_dataset_iter_create(const spora_dataset_t* ds, spora_device_t* device, uint64_t epoch,
                                                    int32_t prefetch, spora_dataset_iter_t** out);
+/* The device queue of an iterator whose device has its own memory (not
+ * cpu): when spora_dataset_iter_next hands out row k, the host->device
+ * copies of the next `depth` rows are already enqueued on the device's copy
+ * stream, overlapping the caller's work on row k; work the caller enqueues
+ * on the device after taking a row waits for that row's copies (an event),
+ * the host does not. A pipeline error met while copying ahead is returned
+ * at the row that failed. On by default with depth 1; 0 turns it off (each
+ * row is copied when taken); 0..64. Call before the first
+ * spora_dataset_iter_next (else SPORA_ERROR_INVALID_ARGUMENT); a no-op on
+ * devices that share host memory or lack async copies and events. */
+SPORA_API spora_status_t spora_dataset_iter_set_device_queue(spora_dataset_iter_t* iter, int32_t depth);
 /* Writes the next row's tensors (one per column, new handles the caller
  * frees) to `outs` (`capacity` >= the column count) and sets *has_row = 1;
  * at the end of the epoch sets *has_row = 0. A pipeline error is returned

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "abi/abi.h"
+#include "data/device_queue.h"
 #include "data/image_decode.h"
 #include "data/iterator.h"
 #include "runtime/device.h"
@@ -16,7 +17,16 @@ struct spora_transform {
 struct spora_dataset_iter {
   std::unique_ptr<spora::data::Iterator> it;
   spora::Device* device = nullptr;
+  // Batches copied ahead on a device of its own memory (null: each row is
+  // copied when it is taken). Destroyed before `it`.
+  std::unique_ptr<spora::data::DeviceQueue> queue;
+  bool started = false;  // next() was called
 };
+
+namespace {
+// Batches the device queue keeps copied ahead by default.
+constexpr int32_t kDefaultDeviceQueue = 1;
+}  // namespace
 
 using spora::Code;
 using spora::fail;
@@ -178,6 +188,8 @@ spora_status_t spora_dataset_iter_create(const spora_dataset_t* ds, spora_device
     auto it = std::make_unique<spora_dataset_iter>();
     it->device = d;
     it->it = std::make_unique<spora::data::Iterator>(need(ds, fn, "dataset")->d, epoch, static_cast<size_t>(prefetch));
+    if (spora::data::DeviceQueue::usable(d))
+      it->queue = std::make_unique<spora::data::DeviceQueue>(d, kDefaultDeviceQueue);
     *out = it.release();
   });
 }
@@ -191,8 +203,18 @@ spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spora_tensor_
     const size_t ncol = iter->it->dataset().column_names().size();
     if (capacity < ncol || !outs)
       fail(Code::kInvalidArgument, "[{}] outs has room for {} tensors, the dataset has {} columns", fn, capacity, ncol);
-    spora::data::Row row;
     *has_row = 0;
+    iter->started = true;
+    if (iter->queue) {
+      std::vector<spora::Tensor> ts;
+      if (!iter->queue->next([&](spora::data::Row& r) { return iter->it->next(r); }, ts)) return;
+      std::vector<std::unique_ptr<spora_tensor_t>> made;
+      for (spora::Tensor& t : ts) made.push_back(std::make_unique<spora_tensor_t>(spora_tensor_t{std::move(t)}));
+      for (size_t i = 0; i < made.size(); ++i) outs[i] = made[i].release();
+      *has_row = 1;
+      return;
+    }
+    spora::data::Row row;
     if (!iter->it->next(row)) return;
     std::vector<std::unique_ptr<spora_tensor_t>> made;
     for (const spora::data::Column& c : row) {
@@ -203,6 +225,25 @@ spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spora_tensor_
     }
     for (size_t i = 0; i < made.size(); ++i) outs[i] = made[i].release();
     *has_row = 1;
+  });
+}
+
+spora_status_t spora_dataset_iter_set_device_queue(spora_dataset_iter_t* iter, int32_t depth) {
+  return guard([&] {
+    const char* fn = "spora_dataset_iter_set_device_queue";
+    need(iter, fn, "iter");
+    if (depth < 0 || depth > 64) fail(Code::kInvalidArgument, "[{}] depth must be in [0, 64], got {}", fn, depth);
+    // Rows the queue took from the pipeline must not be lost: the choice is
+    // made before the first row.
+    if (iter->started)
+      fail(Code::kInvalidArgument, "[{}] call it before the first spora_dataset_iter_next", fn);
+    if (depth == 0) {
+      iter->queue.reset();
+    } else if (iter->queue) {
+      iter->queue->set_depth(depth);
+    } else if (spora::data::DeviceQueue::usable(iter->device)) {
+      iter->queue = std::make_unique<spora::data::DeviceQueue>(iter->device, depth);
+    }
   });
 }
 

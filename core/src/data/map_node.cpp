@@ -27,6 +27,7 @@ struct Chunk {
   uint64_t first_index = 0;
   bool done = false;
   std::exception_ptr error;
+  size_t error_at = 0;  // the row that failed: the rows before it are handed out first
 };
 
 class MapNode final : public Node {
@@ -55,7 +56,7 @@ class MapNode final : public Node {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] { return head->done; });
     }
-    if (head->error) {
+    if (head->error && out_pos_ >= head->error_at) {
       drain();
       std::rethrow_exception(head->error);
     }
@@ -89,8 +90,9 @@ class MapNode final : public Node {
   }
 
   void run(Chunk& c) {
+    size_t i = 0;
     try {
-      for (size_t i = 0; i < c.rows.size(); ++i) {
+      for (; i < c.rows.size(); ++i) {
         Row& row = c.rows[i];
         for (size_t k = 0; k < ops_.size(); ++k) {
           // Stream: epoch, this map's position in the chain and the op's in
@@ -106,6 +108,7 @@ class MapNode final : public Node {
       }
     } catch (...) {
       c.error = std::current_exception();
+      c.error_at = i;
     }
     {
       std::lock_guard<std::mutex> lock(mu_);

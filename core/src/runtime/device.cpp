@@ -195,10 +195,11 @@ Fn* need_entry(Fn* fn, const char* what, const std::string& device) {
 spora_stream_t* Device::lane_stream(Lane lane) {
   if (lane == Lane::kCompute) return stream();
   std::lock_guard<std::mutex> lock(mu_);
-  if (!comm_stream_)
-    if (spora_plugin_error_t* e = api_->stream_create(index_, &comm_stream_))
-      raise(e, "[" + name_ + "] stream_create (communication stream)");
-  return comm_stream_;
+  spora_stream_t*& s = lane == Lane::kComm ? comm_stream_ : copy_stream_;
+  if (!s)
+    if (spora_plugin_error_t* e = api_->stream_create(index_, &s))
+      raise(e, "[" + name_ + "] stream_create (" + (lane == Lane::kComm ? "communication" : "copy") + " stream)");
+  return s;
 }
 
 void* Device::native_stream(Lane lane) {
@@ -232,6 +233,25 @@ void Device::wait(Lane waiter, Event& ev) {
   check_alive();
   auto* fn = need_entry(api_->stream_wait_event, "stream_wait_event", name_);
   if (spora_plugin_error_t* e = fn(lane_stream(waiter), ev.handle())) raise(e, "[" + name_ + "] stream_wait_event");
+}
+
+void Device::copy_h2d_async(Lane lane, spora_devptr_t dst, const void* src, size_t bytes) {
+  check_alive();
+  auto* fn = need_entry(api_->copy_h2d_async, "copy_h2d_async", name_);
+  if (spora_plugin_error_t* e = fn(lane_stream(lane), dst, src, bytes))
+    raise(e, "[" + name_ + "] async copy to device");
+}
+
+void Device::synchronize(Event& ev) {
+  check_alive();
+  ++host_waits_;
+  auto* fn = need_entry(api_->event_synchronize, "event_synchronize", name_);
+  if (spora_plugin_error_t* e = fn(ev.handle())) raise(e, "[" + name_ + "] event_synchronize");
+}
+
+bool Device::has_events() const {
+  return api_->event_create && api_->event_destroy && api_->event_record && api_->event_synchronize &&
+         api_->stream_wait_event;
 }
 
 void Device::synchronize_comm() {

@@ -129,11 +129,12 @@ class Device {
               spora_devptr_t workspace);
   static constexpr size_t kSharedWorkspaceMax = size_t{1} << 20;
 
-  // ---- lanes: the default stream and the communication stream ----
+  // ---- lanes: the default stream, the communication and the copy stream ----
   // Collectives on device memory (a device-bound communicator) run on a
   // second stream so that backward kernels keep the default one busy; the
-  // two are ordered by events (execution plans record and wait them).
-  enum class Lane { kCompute, kComm };
+  // dataset's device queue (data/device_queue.h) copies the next batch on a
+  // third while the step runs. Lanes are ordered by events (record / wait).
+  enum class Lane { kCompute, kComm, kCopy };
   // The plugin's native handle (cudaStream_t, ...) of a lane's stream;
   // throws Code::kUnimplemented naming the device without
   // stream_native_handle.
@@ -157,6 +158,14 @@ class Device {
   void wait(Lane waiter, Event& e);
   // Blocks until every item of the comm lane has run (its errors raised).
   void synchronize_comm();
+  // An async copy to the device enqueued on `lane` (copy_h2d_async is the
+  // compute lane's); the same contract for the host memory.
+  void copy_h2d_async(Lane lane, spora_devptr_t dst, const void* src, size_t bytes);
+  // Blocks until `e`'s recorded point is reached (an event never recorded
+  // counts as reached).
+  void synchronize(Event& e);
+  // event_create/record/synchronize and stream_wait_event are all there.
+  bool has_events() const;
 
   // ---- stream capture (plugin ABI 1.2; plan_capture.h uses it) ----
   // Recorded work, freed with the plugin when the last reference goes.
@@ -212,6 +221,7 @@ class Device {
   spora_stream_t* stream_ = nullptr;
   spora_stream_t* capture_stream_ = nullptr;  // the recording stream while a thread captures
   spora_stream_t* comm_stream_ = nullptr;     // Lane::kComm, made on first use
+  spora_stream_t* copy_stream_ = nullptr;     // Lane::kCopy, made on first use
   spora_stream_t* lane_stream(Lane lane);
   std::mutex capture_mu_;                     // held from begin_capture to end_capture
   std::unordered_multimap<uint64_t, std::shared_ptr<KernelEntry>> kernels_;

@@ -183,16 +183,18 @@ void bind_dataset(nb::module_& m) {
            })
       .def(
           "iterate",
-          [](const PyDataset& d, const std::string& device, uint64_t epoch, int32_t prefetch) {
+          [](const PyDataset& d, const std::string& device, uint64_t epoch, int32_t prefetch, int32_t device_queue) {
             spora_device_t* dev = device.empty() ? default_device() : find_device(device);
             size_t n = 0;
             check(spora_dataset_num_columns(d.d.get(), &n), true);
             auto it = std::make_unique<PyDatasetIter>();
             it->ncol = n;
             check(spora_dataset_iter_create(d.d.get(), dev, epoch, prefetch, &it->it), true);
+            check(spora_dataset_iter_set_device_queue(it->it, device_queue), true);
             return it.release();
           },
-          nb::arg("device"), nb::arg("epoch"), nb::arg("prefetch"), nb::rv_policy::take_ownership);
+          nb::arg("device"), nb::arg("epoch"), nb::arg("prefetch"), nb::arg("device_queue") = 1,
+          nb::rv_policy::take_ownership);
 }
 
 }  // namespace spora_py

@@ -5,7 +5,8 @@ shuffling, shuffle(), random transforms); with the same seed, an epoch's
 output is the same whatever num_parallel_workers is.
 """
 
-_config = {"seed": 0, "prefetch_size": 4, "num_parallel_workers": 1, "python_op_timeout": 300.0}
+_config = {"seed": 0, "prefetch_size": 4, "num_parallel_workers": 1, "python_op_timeout": 300.0,
+           "device_queue_size": 1}
 
 
 def set_seed(seed):
@@ -58,3 +59,19 @@ def set_python_op_timeout(seconds):
 
 def get_python_op_timeout():
     return _config["python_op_timeout"]
+
+
+def set_device_queue_size(size):
+    """How many batches are copied to the training device ahead of the one
+    handed out (default 1: the next batch's host->device copy overlaps the
+    current step); 0 copies each batch when it is taken. Devices with
+    their own memory only (not cpu). Spora's own setting: MindSpore feeds
+    the device through dataset_sink_mode instead."""
+    size = int(size)
+    if not 0 <= size <= 64:
+        raise ValueError(f"[dataset] device_queue_size must be in [0, 64], got {size}")
+    _config["device_queue_size"] = size
+
+
+def get_device_queue_size():
+    return _config["device_queue_size"]

@@ -252,7 +252,7 @@ class Dataset:
         of a Python pipeline stay NumPy, so an unread column Tensors cannot
         hold, int16 or objects, is no error)."""
         if self._node is None:
-            it = self._h.iterate(device, epoch, config.get_prefetch_size())
+            it = self._h.iterate(device, epoch, config.get_prefetch_size(), config.get_device_queue_size())
             return (tuple(t.asnumpy() for t in row) for row in it) if numpy else it
         node = self._node
         rows = prefetched(lambda: node.rows(epoch), config.get_prefetch_size())
