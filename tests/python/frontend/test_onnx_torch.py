@@ -344,3 +344,44 @@ def test_bert_style_encoder_dynamic_batch_and_sequence(tmp_path, cls):
         want = model(torch.from_numpy(ids), torch.from_numpy(mask), torch.from_numpy(types))[0].numpy()
     got = net(spora.Tensor(ids), spora.Tensor(mask), spora.Tensor(types))[0].numpy()
     np.testing.assert_allclose(got, want, rtol=RTOL, atol=RTOL * np.max(np.abs(want)))
+
+
+# -- the other ops such exports need ---------------------------------------------------------
+
+
+class Signal(nn.Module):
+    """1-D convolutions and pooling, transposed convolutions (1-D and 2-D),
+    TopK and CumSum, as audio / sequence / decoder models write them."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(2, 8, 5, stride=2, padding=2)
+        self.bn = nn.BatchNorm1d(8)
+        self.c2 = nn.Conv1d(8, 8, 3, padding=2, dilation=2, groups=4)
+        self.up1 = nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)
+        self.up2 = nn.ConvTranspose2d(1, 3, 3, stride=2, padding=1, output_padding=1)
+
+    def forward(self, x):
+        y = F.max_pool1d(F.relu(self.bn(self.c1(x))), 3, 2, 1)
+        y = F.avg_pool1d(self.c2(y), 2, 1)
+        y = self.up1(y)  # (N, 4, L)
+        top, idx = torch.topk(y, 3, dim=-1)
+        img = self.up2(y.unsqueeze(1))  # (N, 3, 8, 2L)
+        return top + idx.to(y.dtype), torch.cumsum(img, 2)
+
+
+def test_conv1d_conv_transpose_topk_from_torch(tmp_path):
+    model = seeded(Signal())
+    x = np.random.default_rng(4).standard_normal((2, 2, 40)).astype(np.float32)
+    path = export(tmp_path, model, [torch.from_numpy(x)], "signal", {"in0": {0: "N"}})
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert {"Conv", "MaxPool", "AveragePool", "ConvTranspose", "TopK", "CumSum"} <= ops
+    net = spora.load(str(path))
+    check(net, path, x)
+    check(net, path, np.random.default_rng(5).standard_normal((3, 2, 40)).astype(np.float32))
+
+
+def test_3d_convolution_from_torch_is_refused_by_name(tmp_path):
+    path = export(tmp_path, nn.Conv3d(1, 2, 3), [torch.zeros(1, 1, 4, 4, 4)], "conv3d")
+    with pytest.raises(ValueError, match=r"\(Conv, opset 17\): 3-D convolution and pooling .* not supported"):
+        spora.load(str(path))
