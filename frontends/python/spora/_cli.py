@@ -4,14 +4,18 @@
 from Python packages (entry points "spora.plugins") or next to libspora.so --
 with where each came from, why any is unusable, and the devices. The other
 subcommands (run, launch, plugin, ...) belong to the C++ tool that the Debian
-package spora-tools and a source build install."""
+package spora-tools and a source build install: when it is on PATH, this
+command hands them to it with this environment's plugin packages added to
+SPORA_PLUGIN_PATH, so `spora plugin check <name>` in a venv certifies the
+plugin a wheel installed there."""
 import os
 import sys
 
 _USAGE = ("usage: spora devices [--plugin-path PATH]...\n"
           "  lists the plugins (with their origin) and the devices this Python environment sees.\n"
           "The pip package provides this subcommand only; run, launch, plugin check and the others come with\n"
-          "the C++ tool (Debian package spora-tools, or a source build: see docs/install.md).\n")
+          "the C++ tool (Debian package spora-tools, or a source build: see docs/install.md); with it on PATH,\n"
+          "`spora <subcommand>` runs it and it sees the plugin packages installed here.\n")
 
 
 def _origin(path):
@@ -88,6 +92,20 @@ def _cpp_tool():
     return ""
 
 
+def _with_plugin_packages(environ):
+    """environ with the plugin packages' paths appended to SPORA_PLUGIN_PATH
+    (after the user's own entries, which keep precedence as in the loader)."""
+    import spora  # noqa: F401  (finds the plugin packages)
+    from . import _plugin_packages
+    items = [p for p in environ.get("SPORA_PLUGIN_PATH", "").split(":") if p]
+    for pkg in _plugin_packages.packages():
+        items += [p for p in pkg.paths if p not in items and os.path.exists(p)]
+    env = dict(environ)
+    if items:
+        env["SPORA_PLUGIN_PATH"] = ":".join(items)
+    return env
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "devices":
@@ -95,7 +113,7 @@ def main(argv=None):
         return devices(argv[1:])
     tool = _cpp_tool()
     if tool:  # the C++ tool is installed too (spora-tools, a source build): it does the rest
-        os.execv(tool, [tool] + argv)
+        os.execve(tool, [tool] + argv, _with_plugin_packages(os.environ))
     if argv and argv[0] in ("-h", "--help", "help"):
         sys.stdout.write(_USAGE)
         return 0
