@@ -3,7 +3,10 @@ test time) imported by Spora and checked against onnxruntime: a
 ResNet-style net, zoo-style CNNs (AlexNet/GoogLeNet kind, with weights
 rebuilt by constant subgraphs as zoo files have them), and a BERT-style
 encoder with dynamic batch and sequence whose position ids are
-`arange(seq_len)`, run at several (batch, seq) through the plan cache.
+`arange(seq_len)`, run at several (batch, seq) through the plan cache;
+a 1-D conv / ConvTranspose / TopK net. Written by the TorchScript exporter
+(dynamo=False), and, where onnxscript is installed, three of them by the
+default torch.export-based one too.
 
 Skipped where torch, onnx or onnxruntime is missing (torch is never a
 requirement of Spora or of its test venv); to run them, use an interpreter
@@ -385,3 +388,29 @@ def test_3d_convolution_from_torch_is_refused_by_name(tmp_path):
     path = export(tmp_path, nn.Conv3d(1, 2, 3), [torch.zeros(1, 1, 4, 4, 4)], "conv3d")
     with pytest.raises(ValueError, match=r"\(Conv, opset 17\): 3-D convolution and pooling .* not supported"):
         spora.load(str(path))
+
+
+# -- the default (torch.export-based) exporter, where onnxscript is installed ------------------
+
+
+@pytest.mark.parametrize("name", ["resnet", "bert", "signal"])
+def test_files_from_the_dynamo_exporter(tmp_path, name):
+    pytest.importorskip("onnxscript")
+    D = torch.export.Dim
+    if name == "resnet":
+        model, args, shapes = ResNet(), [torch.zeros(2, 3, 32, 32)], ({0: D("batch")},)
+        runs = [[images(2)], [images(5)]]
+    elif name == "bert":
+        model, args = Bert(), [torch.from_numpy(a) for a in bert_inputs(2, 8, 0)]
+        shapes = ({0: D("batch"), 1: D("seq", max=64)},) * 3
+        runs = [bert_inputs(2, 8, 1), bert_inputs(3, 13, 2), bert_inputs(1, 4, 3)]
+    else:
+        model, args, shapes = Signal(), [torch.zeros(2, 2, 40)], ({0: D("N")},)
+        runs = [[np.random.default_rng(b).standard_normal((b, 2, 40)).astype(np.float32)] for b in (2, 3)]
+    model = seeded(model)
+    path = tmp_path / f"{name}.onnx"
+    torch.onnx.export(model, tuple(args), str(path), dynamo=True, opset_version=18, dynamic_shapes=shapes,
+                      verbose=False)
+    net = spora.load(str(path))
+    for xs in runs:
+        check(net, path, *xs)
