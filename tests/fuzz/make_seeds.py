@@ -74,7 +74,7 @@ def npy_seeds(out):
 
 
 def onnx_seeds(out):
-    from onnx_writer import FLOAT, graph, model, node, tensor, value_info
+    from onnx_writer import FLOAT, INT64, graph, model, node, tensor, value_info
 
     rng = np.random.default_rng(1)
     w = rng.standard_normal((4, 3)).astype(np.float32)
@@ -96,6 +96,21 @@ def onnx_seeds(out):
                inputs=[value_info("x", FLOAT, [2, 3])], outputs=[value_info("y", FLOAT, [2, 3])],
                initializers=[tensor("s", shape, mode="typed")])
     put(out, "onnx", "reshape.onnx", model(rs, opset=20))
+    # dynamic batch and sequence: position ids by Range and by a Slice up to
+    # the sequence length (kept symbolic), a 1-D Conv, TopK
+    consts = {"one": 1, "zero": 0, "i0": [0], "i1": [1], "i2": [2], "k": [1]}
+    dyn = graph([node("Shape", ["ids"], ["s"]), node("Gather", ["s", "one"], ["n"], axis=0),
+                 node("Range", ["zero", "n", "one"], ["r"]), node("Gather", ["pos", "r"], ["pe"], axis=0),
+                 node("Slice", ["s", "i1", "i2"], ["n1"]), node("Slice", ["pos", "i0", "n1", "i0"], ["pe2"]),
+                 node("Gather", ["tok", "ids"], ["te"], axis=0), node("Add", ["te", "pe"], ["a"]),
+                 node("Add", ["a", "pe2"], ["b"]), node("Transpose", ["b"], ["bt"], perm=[0, 2, 1]),
+                 node("Conv", ["bt", "w"], ["c"]), node("TopK", ["c", "k"], ["y", "yi"], axis=1)],
+                inputs=[value_info("ids", INT64, ["batch", "seq"])], outputs=[value_info("y", FLOAT, ["batch", 1, "seq"])],
+                initializers=[tensor(n, np.array(v, np.int64), mode="typed") for n, v in consts.items()]
+                + [tensor("pos", rng.standard_normal((8, 4)).astype(np.float32)),
+                   tensor("tok", rng.standard_normal((5, 4)).astype(np.float32)),
+                   tensor("w", rng.standard_normal((2, 4, 1)).astype(np.float32))])
+    put(out, "onnx", "dynamic_range.onnx", model(dyn, opset=17))
 
 
 def frontend_seeds(out):

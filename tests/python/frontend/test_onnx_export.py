@@ -65,6 +65,25 @@ def test_lenet_runs_in_onnxruntime_at_any_batch(tmp_path):
         np.testing.assert_allclose(ort_run(path, batch)[0], want, rtol=1e-4, atol=1e-5)
 
 
+def test_trained_lenet_runs_in_onnxruntime(tmp_path):
+    # A few training steps (Adam, as the main job trains it) first: the
+    # file holds the trained values, and onnxruntime gives Spora's outputs.
+    net = LeNet()
+    before = {n: p.numpy().copy() for n, p in net.parameters_and_names()}
+    step = nn.TrainOneStepCell(nn.WithLossCell(net, nn.CrossEntropyLoss()),
+                               nn.Adam(net.trainable_params(), learning_rate=1e-2))
+    step.set_train(True)
+    x = f32(8, 1, 28, 28)
+    labels = spora.Tensor(RNG.integers(0, 10, 8).astype(np.int32))
+    for _ in range(3):
+        step(spora.Tensor(x), labels)
+    assert all(not np.array_equal(before[n], p.numpy()) for n, p in net.parameters_and_names())
+    path = export(tmp_path, net, x[:1], name="trained", dynamic_batch=True)
+    for batch in (x, f32(3, 1, 28, 28)):
+        want = spora_run(net, batch)[0]
+        np.testing.assert_allclose(ort_run(path, batch)[0], want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 def test_lenet_round_trips_through_the_importer(tmp_path):
     net = LeNet()
     x = f32(3, 1, 28, 28)
