@@ -128,13 +128,24 @@ std::string missing_device_functions(const spora_device_api_t* t) {
 // for up to ~3 ms after each parallel region, so when another process wants
 // a core the spinning thread takes its time slices from the working one
 // (issue 19, 2 cores, one other busy process: MLP training 0.6-4.7k
-// samples/s spinning, 13-38k passive). Passive was not slower without the
-// other process; a tiny op on 2 threads pays the worker's wake-up (matmul
-// 32x32: ~7 instead of ~4 us). So unless the user chose (OMP_WAIT_POLICY,
-// or libgomp's GOMP_SPINCOUNT), the host asks for passive before it opens a
-// plugin. A runtime that another library loaded earlier keeps what it read.
+// samples/s spinning, 13-38k passive). Passive waiting costs on a quiet
+// machine instead: every region then wakes a sleeping thread, ~50 us on the
+// 2-vCPU VM of issue 19 (an empty region after a 20 us serial gap: 75 us
+// passive, 25 us spinning), and a training step has dozens of regions (MLP
+// b128: 40k samples/s passive, 61k spinning 130 us). So the host asks
+// libgomp for a short spin, GOMP_SPINCOUNT=1000 (~13 us of pause
+// instructions there): short gaps between one step's kernels stay awake,
+// while a thread whose partner was descheduled gives the core back soon
+// (MLP: 53k quiet, 31k beside one busy process; of 1000, 2000, 3000 and
+// 10000 only 1000 kept the busy figure above half the quiet one). OMP_WAIT_POLICY is
+// set to passive too, for OpenMP runtimes other than libgomp (libgomp lets
+// GOMP_SPINCOUNT win). Nothing changes when the user chose either
+// variable; a runtime that another library loaded earlier keeps what it
+// read.
 void default_openmp_wait_policy() {
-  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) setenv("OMP_WAIT_POLICY", "passive", 0);
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;
+  setenv("GOMP_SPINCOUNT", "1000", 0);
+  setenv("OMP_WAIT_POLICY", "passive", 0);
 }
 
 }  // namespace
