@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <string>
 #include <sys/stat.h>
@@ -173,9 +174,14 @@ int run(int argc, char** argv) {
     return 2;
   }
   if (!out_dir.empty()) {
+    // Made when missing, as `mkdir -p` would (docs/cli.md's example names a
+    // new directory); an existing non-directory is refused.
+    std::error_code ec;
+    std::filesystem::create_directories(out_dir, ec);
     struct stat st;
     if (stat(out_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "spora run: --output-dir %s is not a directory\n", out_dir.c_str());
+      std::fprintf(stderr, "spora run: --output-dir %s is not a directory%s%s\n", out_dir.c_str(),
+                   ec ? " and cannot be made: " : "", ec ? ec.message().c_str() : "");
       return 2;
     }
   }

@@ -123,7 +123,9 @@ flat "$tmp/unfilled.log" | grep -qF "not yet filled in: set PLUGIN_NAME in $tmp/
 }
 
 step "template filled in, built out of tree with CMAKE_PREFIX_PATH=<prefix> only"
-sed -i 's/^set(PLUGIN_NAME "CHANGE_ME")/set(PLUGIN_NAME "tmpl")/' "$tmp/myplugin/CMakeLists.txt"
+# docs/plugin-guide.md's own sed line (its name replaced): it must not touch
+# the template's unfilled check.
+sed -i 's/"CHANGE_ME"/"tmpl"/' "$tmp/myplugin/CMakeLists.txt"
 configure -S "$tmp/myplugin" -B "$tmp/myplugin-build" -DCMAKE_PREFIX_PATH="$prefix" \
   -DCMAKE_INSTALL_PREFIX="$tmp/vendor" -DCMAKE_BUILD_TYPE=Release >"$tmp/tmpl-configure.log" 2>&1 || {
   cat "$tmp/tmpl-configure.log"

@@ -64,6 +64,18 @@ def test_run_matches_python_at_any_batch(tmp_path, exported):
         np.testing.assert_allclose(np.load(out / "output_0.npy"), net(spora.Tensor(x)).numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_run_makes_a_missing_output_dir(tmp_path, exported):
+    net, path = exported
+    x = np.ones((2, 6), np.float32)
+    np.save(tmp_path / "x.npy", x)
+    cli("run", path, "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "new" / "out")
+    np.testing.assert_allclose(np.load(tmp_path / "new" / "out" / "output_0.npy"), net(spora.Tensor(x)).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    (tmp_path / "file").write_text("")
+    r = cli("run", path, "--input", tmp_path / "x.npy", "--output-dir", tmp_path / "file", ok=False)
+    assert r.returncode == 2 and "--output-dir" in r.stderr and "is not a directory" in r.stderr, r.stderr
+
+
 def test_run_onnx_file(tmp_path):
     w = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
     g = graph([node("MatMul", ["x", "w"], ["h"]), node("Sigmoid", ["h"], ["y"])],
