@@ -110,10 +110,12 @@ def test_level2_matches_f32_within_bf16_tolerance(ctx, build):
 
 
 def _ops(text):
-    """(id, op, input ids, dtype) of every op line."""
+    """(id, op, input ids, dtype) of every op line; an input that is output k > 0
+    of a node with several outputs (%4.1) is (id, k)."""
     out = []
     for m in re.finditer(r"%(\d+) = (\w+)\(([^)]*)\)[^:]*: (\w+)\[", text):
-        ins = [int(v) for v in re.findall(r"%(\d+)", m.group(3))]
+        ins = [int(v) if not k or k == "0" else (int(v), int(k))
+               for v, k in re.findall(r"%(\d+)(?:\.(\d+))?", m.group(3))]
         out.append((int(m.group(1)), m.group(2), ins, m.group(4)))
     return out
 
@@ -132,7 +134,8 @@ def test_casts_are_shared_and_never_chained(build):
             src = by_id.get(ins[0])
             assert not (src and src[0] == "cast"), f"cast of a cast at %{i}"
             cast_sources.append((ins[0], dt))
-        if op in ("matmul", "linear", "linear_act", "conv2d_act", "conv2d_grad_input", "conv2d_grad_weight"):
+        if op in ("matmul", "linear", "linear_act", "conv2d_act", "conv2d_act_pool", "conv2d_grad_input",
+                  "conv2d_grad_weight"):
             products[dt] += 1
         if op in ("sum", "cross_entropy", "max_pool2d", "max_pool2d_grad", "softmax", "log_softmax"):
             assert dt != "bf16", f"%{i} {op} runs in bf16"

@@ -27,7 +27,8 @@ TEST(Passes, PipelineHasLevelsAndOrder) {
   for (const auto& p : passes::pipeline(1)) names.push_back(p.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"shape_inference", "inline", "dce", "cse", "algebraic_simplify",
-                                      "constant_folding", "recompute", "allreduce_fusion", "epilogue_fusion"}));
+                                      "constant_folding", "recompute", "allreduce_fusion", "epilogue_fusion",
+                                      "conv_pool_fusion"}));
   ir::Graph g;
   EXPECT_THROW(passes::optimize(g, 7), Error);
 }

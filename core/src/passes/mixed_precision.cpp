@@ -6,9 +6,10 @@
 // Converted: matmul, linear, the convolutions (conv2d, conv2d_bias,
 // conv2d_transpose and the gradient ops conv2d_grad_input and
 // conv2d_grad_weight) and their epilogue-fused forms (linear_act,
-// linear_add_act, conv2d_act, conv2d_add_act), when all their inputs are
+// linear_add_act, conv2d_act, conv2d_add_act, and conv2d_act_pool, whose
+// max pooling is exact in bf16), when all their inputs and outputs are
 // f32 and they are compute-bound (kMinFlopsPerByte, from the registry's
-// cost estimates). Their inputs are cast to bf16 and the output is cast back to f32, so
+// cost estimates). Their inputs are cast to bf16 and the outputs are cast back to f32, so
 // every other op -- reductions, softmax and losses, norms, the optimizer's
 // update -- sees f32 as before, and weights stay f32 (the "master" copy).
 // These ops accumulate in f32 inside (oneDNN), so the error is the bf16
@@ -60,7 +61,8 @@ constexpr double kMinFlopsPerByte = 16;
 bool converted_op(const std::string& op) {
   static const char* const kOps[] = {"matmul",          "linear",         "conv2d",         "conv2d_bias",
                                      "conv2d_transpose", "conv2d_grad_input", "conv2d_grad_weight",
-                                     "linear_act",      "linear_add_act", "conv2d_act",     "conv2d_add_act"};
+                                     "linear_act",      "linear_add_act", "conv2d_act",     "conv2d_add_act",
+                                     "conv2d_act_pool"};
   for (const char* o : kOps)
     if (op == o) return true;
   return false;
@@ -68,7 +70,8 @@ bool converted_op(const std::string& op) {
 
 bool candidate(const Graph& g, const Node& n) {
   if (n.kind != NodeKind::kApply || !converted_op(n.op->name)) return false;
-  if (n.outputs.size() != 1 || n.outputs[0].dtype != F32) return false;
+  for (const TensorMeta& m : n.outputs)
+    if (m.dtype != F32) return false;
   for (const Value& v : n.inputs)
     if (g.meta(v).dtype != F32) return false;
   // Memory-bound products stay f32 (see kMinFlopsPerByte).
@@ -192,12 +195,14 @@ bool mixed_precision(Graph& g, const PassContext&) {
     }
     std::vector<Value> in;
     for (const Value& v : n.inputs) in.push_back(conv.bf16(rw.map(v)));
-    const Value y = rw.out().add_op(n.op->name, in, n.attrs, n.loc)[0];
-    rw.out().mutable_node(y.node).device = n.device;
-    rw.out().mutable_node(y.node).name = n.name;
-    const Value back = rw.out().add_op("cast", {y}, cast_to(F32), n.loc)[0];
-    rw.out().mutable_node(back.node).device = n.device;
-    rw.set({static_cast<int32_t>(id), 0}, back);
+    const std::vector<Value> ys = rw.out().add_op(n.op->name, in, n.attrs, n.loc);
+    rw.out().mutable_node(ys[0].node).device = n.device;
+    rw.out().mutable_node(ys[0].node).name = n.name;
+    for (size_t o = 0; o < ys.size(); ++o) {
+      const Value back = rw.out().add_op("cast", {ys[o]}, cast_to(F32), n.loc)[0];
+      rw.out().mutable_node(back.node).device = n.device;
+      rw.set({static_cast<int32_t>(id), static_cast<int32_t>(o)}, back);
+    }
   }
   g = rw.finish();
   drop_dead(g);

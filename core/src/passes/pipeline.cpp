@@ -27,6 +27,8 @@ const std::vector<std::string>& pipeline_order() {
       // Before elementwise_fusion: a linear/conv's bias, residual and
       // activation go to its post-ops rather than into a fused block.
       "epilogue_fusion",
+      // After epilogue_fusion, whose conv2d_act it fuses with a max pooling.
+      "conv_pool_fusion",
       "elementwise_fusion",
   };
   return order;

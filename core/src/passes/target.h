@@ -18,6 +18,15 @@ class Target {
     (void)op, (void)attrs;
     return false;
   }
+  // True when the device runs a convolution with its activation and the max
+  // pooling that reads it faster as one conv2d_act_pool (its kernel keeps
+  // the activation in the convolution's own layout, ops/conv_pool.cpp) than
+  // as two ops; `keep_activation`: the activation is also read elsewhere
+  // and must be written out too. conv_pool_fusion asks. Default: never.
+  virtual bool fuses_conv_pool(DType dtype, bool keep_activation) const {
+    (void)dtype, (void)keep_activation;
+    return false;
+  }
 };
 
 // The process's target (a Target with the defaults until one is

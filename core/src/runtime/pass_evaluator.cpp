@@ -2,6 +2,9 @@
 // compile-time evaluation of ops on the host's cpu device, for constant
 // folding and inlining, and the host target's answers for fusion. Passes
 // sit below the runtime and call these through the interfaces only.
+#include <cstdlib>
+#include <cstring>
+
 #include "passes/evaluator.h"
 #include "passes/target.h"
 #include "runtime/eager.h"
@@ -62,6 +65,17 @@ class HostTarget final : public passes::Target {
     if (op.name != "gelu") return false;
     const AttrValue* a = attrs.find("approximate");
     return !a || a->s != "tanh";
+  }
+  // The cpu plugin's conv2d_act_pool pools the activation in the layout
+  // oneDNN's convolution writes (docs/cpu-layouts.md, measured there);
+  // SPORA_CONV_POOL_FUSION=0 keeps the two ops (the path before, for A/B
+  // comparisons), =infer fuses only where the activation is not kept.
+  bool fuses_conv_pool(DType dtype, bool keep_activation) const override {
+    if (dtype != SPORA_DTYPE_F32 && dtype != SPORA_DTYPE_BF16) return false;
+    const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
+    if (env && std::strcmp(env, "0") == 0) return false;
+    if (env && std::strcmp(env, "infer") == 0) return !keep_activation;
+    return true;
   }
 };
 

@@ -1,0 +1,195 @@
+"""conv_pool_fusion and the cpu plugin's conv2d_act_pool (issue 19's layout
+selection): a conv2d_act read by a max_pool2d becomes one op whose kernel
+pools the activation in the layout oneDNN's convolution wrote.
+
+- Graphs: the optimised graph (O1) holds conv2d_act_pool, with the
+  activation kept as a second output where the backward pass reads it, and
+  its results -- forward and every gradient of a training graph -- match the
+  unoptimised graph's and numpy's; SPORA_CONV_POOL_FUSION=0 keeps the two
+  ops.
+- Layouts: oneDNN's verbose log of a run, at the machine's ISA and with
+  ONEDNN_MAX_CPU_ISA=AVX2, shows the pooling reading the convolution's
+  output in its blocked layout (nChw16c on AVX-512, nChw8c on AVX2) with
+  no reorder between the two, and no simple_* or ref pooling anywhere.
+"""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+# Also run as a script (the verbose child below): the ctypes binding lives
+# with the C API tests, as conftest.py says.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "python"))
+import harness as H  # noqa: E402
+import spora_capi as S  # noqa: E402
+from refs import REFS  # noqa: E402
+
+CONV = {"padding": [1, 1], "activation": "relu"}
+POOL = {"kernel_size": [2, 2]}
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    c = S.Context()
+    yield c.device_find("cpu")
+    c.free()
+
+
+def _graph(shape, out_ch, train):
+    """conv2d_act (3x3, padding 1, relu) -> max_pool2d 2x2 -> sum(y * r):
+    the loss, and for training its gradients with respect to x, w and b."""
+    n, c, h, w = shape
+    g = S.Graph("convpool")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    wt = g.input("w", S.DTYPE_F32, [out_ch, c, 3, 3])
+    b = g.input("b", S.DTYPE_F32, [out_ch])
+    r = g.input("r", S.DTYPE_F32, [n, out_ch, h // 2, w // 2])
+    a = g.op("conv2d_act", [x, wt, b], CONV)[0]
+    y = g.op("max_pool2d", [a], POOL)[0]
+    loss = g.op("sum", [g.op("mul", [y, r])[0]])[0]
+    g.set_outputs([loss, y])
+    if train:
+        g = g.grad([x, wt, b])  # outputs: loss, dx, dw, db (grad of output 0)
+    return g
+
+
+def _values(shape, out_ch, rng):
+    n, c, h, w = shape
+    return [rng.standard_normal(shape).astype(np.float32),
+            (rng.standard_normal((out_ch, c, 3, 3)) * 0.3).astype(np.float32),
+            rng.standard_normal(out_ch).astype(np.float32),
+            rng.standard_normal((n, out_ch, h // 2, w // 2)).astype(np.float32)]
+
+
+def _run(g, cpu, vals, num_outputs):
+    ts = [H.to_spora(cpu, v, "f32") for v in vals]
+    return [t.numpy() for t in g.compile(cpu).run(ts, num_outputs)]
+
+
+def _optimized(g):
+    o = S.Graph.from_json(g.json())
+    o.optimize(1)
+    return o
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("shape,out_ch", [((4, 1, 28, 28), 32), ((3, 16, 14, 14), 64), ((2, 3, 9, 10), 6)],
+                         ids=["first-layer", "second-layer", "odd"])
+def test_fused_graph_matches_unfused_and_numpy(cpu, monkeypatch, train, shape, out_ch):
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    vals = _values(shape, out_ch, np.random.default_rng(3))
+    g = _graph(shape, out_ch, train)
+    o = _optimized(g)
+    text = o.text()
+    assert "conv2d_act_pool" in text and "max_pool2d(" not in text, text
+    # Training reads the activation in max_pool2d_grad and the relu mask.
+    assert ("keep_activation=true" in text) == train, text
+    n_out = 5 if train else 2  # training: loss, y, dx, dw, db
+    want, got = _run(g, cpu, vals, n_out), _run(o, cpu, vals, n_out)
+    for i, (gv, wv) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"output {i}, fused vs unfused")
+    if not train:
+        act = REFS["conv2d_act"]([v.astype(np.float64) for v in vals[:3]], CONV)[0]
+        y = REFS["max_pool2d"]([act], POOL)[0]
+        np.testing.assert_allclose(got[1], y, rtol=1e-4, atol=1e-4, err_msg="pooled output vs numpy")
+
+
+def test_switch_keeps_the_two_ops(monkeypatch):
+    monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "0")
+    text = _optimized(_graph((2, 1, 8, 8), 16, True)).text()
+    assert "conv2d_act_pool" not in text and "max_pool2d(" in text, text
+    monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "infer")
+    assert "conv2d_act_pool" not in _optimized(_graph((2, 1, 8, 8), 16, True)).text()
+    assert "conv2d_act_pool" in _optimized(_graph((2, 1, 8, 8), 16, False)).text()
+
+
+# ---- oneDNN's log of a training step ------------------------------------------------
+
+def _verbose_main():
+    """Run in a child process with ONEDNN_VERBOSE=1: one training step of a
+    LeNet-like pair of blocks (batch 8), optimised."""
+    ctx = S.Context()
+    cpu = ctx.device_find("cpu")
+    shape = (8, 1, 28, 28)
+    g = S.Graph("lenet_blocks")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    w1 = g.input("w1", S.DTYPE_F32, [32, 1, 3, 3])
+    b1 = g.input("b1", S.DTYPE_F32, [32])
+    w2 = g.input("w2", S.DTYPE_F32, [64, 32, 3, 3])
+    b2 = g.input("b2", S.DTYPE_F32, [64])
+    p1 = g.op("max_pool2d", [g.op("conv2d_act", [x, w1, b1], CONV)[0]], POOL)[0]
+    p2 = g.op("max_pool2d", [g.op("conv2d_act", [p1, w2, b2], CONV)[0]], POOL)[0]
+    g.set_outputs([g.op("sum", [p2])[0]])
+    o = g.grad([w1, b1, w2, b2])
+    o.optimize(1)
+    rng = np.random.default_rng(0)
+    vals = [rng.standard_normal(shape), rng.standard_normal((32, 1, 3, 3)), rng.standard_normal(32),
+            rng.standard_normal((64, 32, 3, 3)) * 0.1, rng.standard_normal(64)]
+    ts = [H.to_spora(cpu, np.asarray(v, np.float32), "f32") for v in vals]
+    o.compile(cpu).run(ts, 5)
+    print("STEP DONE", flush=True)
+
+
+def _exec_lines(out):
+    lines = []
+    for line in out.splitlines():
+        if line.startswith("onednn_verbose,exec,"):
+            f = line.split(",")
+            lines.append({"prim": f[3], "impl": f[4], "prop": f[5], "mds": f[6]})
+    return lines
+
+
+def _src_dst(mds):
+    """(src layout, dst layout) of a verbose memory-descriptor field."""
+    fmt = {p.split("_")[0]: p.split(":")[3] for p in mds.split() if p.count(":") >= 4}
+    return fmt.get("src"), fmt.get("dst")
+
+
+def _cpu_flags():
+    try:
+        return pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("isa", ["native", "AVX2"])
+def test_pooling_reads_the_convolutions_blocked_layout(isa):
+    flags = _cpu_flags()
+    if isa == "AVX2" and " avx2" not in flags:
+        pytest.skip("this cpu has no AVX2")
+    env = dict(os.environ, ONEDNN_VERBOSE="1", SPORA_NUM_THREADS="1")
+    env.pop("SPORA_CONV_POOL_FUSION", None)
+    if isa == "AVX2":
+        env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
+        block = "aBcd8b"
+    elif " avx512f" in flags:
+        block = "aBcd16b"
+    elif " avx2" in flags:
+        block = "aBcd8b"
+    else:
+        pytest.skip("neither AVX-512 nor AVX2: oneDNN has no blocked jit convolution here")
+    proc = subprocess.run([sys.executable, __file__, "--verbose-step"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0 and "STEP DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = _exec_lines(proc.stdout)
+    pools = [i for i, l in enumerate(lines) if l["prim"].startswith("pooling")]
+    assert len(pools) == 2, json.dumps(lines, indent=1)
+    for i in pools:
+        conv = lines[i - 1]
+        assert conv["prim"] == "convolution" and conv["prop"] == "forward_inference", \
+            f"the pooling does not follow its convolution directly (a reorder between?): {lines[i - 1]} {lines[i]}"
+        c_src, c_dst = _src_dst(conv["mds"])
+        p_src, p_dst = _src_dst(lines[i]["mds"])
+        assert c_dst == block and p_src == block and p_dst == block, (conv, lines[i])
+        assert "jit" in conv["impl"] and "jit" in lines[i]["impl"], (conv, lines[i])
+    slow = [l for l in lines if l["prim"].startswith(("pooling", "batch_normalization"))
+            and ("simple" in l["impl"] or "ref" in l["impl"])]
+    assert not slow, slow
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--verbose-step"]:
+    _verbose_main()
