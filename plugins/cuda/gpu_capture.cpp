@@ -11,6 +11,7 @@
 #include "error.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
+#include "gpu_trace.h"
 
 namespace spora::gpu {
 namespace {
@@ -93,7 +94,11 @@ spora_plugin_error_t* captured_launch(spora_captured_t* captured, spora_stream_t
       return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "captured_launch: graph of device " +
                                                              std::to_string(c->device) + ", stream of device " +
                                                              std::to_string(s->device));
-    return check("captured_launch: cudaGraphLaunch", cudaGraphLaunch(c->exec, s->stream));
+    StreamTrace::Mark mark;
+    if (s->trace) mark = s->trace->before(s->stream, StreamTrace::Kind::kKernel, "graph replay");
+    const cudaError_t e = cudaGraphLaunch(c->exec, s->stream);
+    if (s->trace) s->trace->after(mark, s->stream);
+    return check("captured_launch: cudaGraphLaunch", e);
   });
 }
 

@@ -7,6 +7,7 @@
 #include "error.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
+#include "gpu_trace.h"
 
 namespace spora::gpu {
 namespace {
@@ -135,7 +136,10 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     // earlier call left there first.
     if (const cudaError_t prior = take_stale_error("kernel_launch"); prior != cudaSuccess)
       return runtime_error("kernel_launch(" + op + "): the device failed before this launch", prior);
+    StreamTrace::Mark mark;
+    if (s->trace) mark = s->trace->before(s->stream, StreamTrace::Kind::kKernel, op.c_str());
     const cudaError_t e = k->plan.launch(k->plan, in, outp, workspace, s->stream);
+    if (s->trace) s->trace->after(mark, s->stream);
     if (e != cudaSuccess) return runtime_error("kernel_launch(" + op + ")", e);
     return nullptr;
   });

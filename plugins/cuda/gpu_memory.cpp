@@ -11,6 +11,7 @@
 #include "gpu_alloc.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
+#include "gpu_trace.h"
 
 namespace spora::gpu {
 namespace {
@@ -39,8 +40,16 @@ spora_plugin_error_t* async_copy(const char* what, spora_stream_t* stream, void*
   if (auto* err = get_stream(what, stream, &s)) return err;
   if (size == 0) return nullptr;
   if (!dst || !src) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, std::string(what) + ": NULL buffer");
-  return check(std::string(what) + ": cudaMemcpyAsync",
-               cudaMemcpyAsync(dst, src, size, static_cast<decltype(cudaMemcpyHostToDevice)>(kind), s->stream));
+  // The profiler's copy spans are named as the sim plugin's: h2d, d2h, d2d.
+  const char* name = kind == static_cast<int>(cudaMemcpyHostToDevice)   ? "h2d"
+                     : kind == static_cast<int>(cudaMemcpyDeviceToHost) ? "d2h"
+                                                                         : "d2d";
+  StreamTrace::Mark mark;
+  if (s->trace) mark = s->trace->before(s->stream, StreamTrace::Kind::kCopy, name);
+  const cudaError_t e =
+      cudaMemcpyAsync(dst, src, size, static_cast<decltype(cudaMemcpyHostToDevice)>(kind), s->stream);
+  if (s->trace) s->trace->after(mark, s->stream);
+  return check(std::string(what) + ": cudaMemcpyAsync", e);
 }
 
 }  // namespace
@@ -149,7 +158,11 @@ spora_plugin_error_t* memset_async(spora_stream_t* stream, spora_devptr_t dst, i
     if (auto* err = get_stream("memset_async", stream, &s)) return err;
     if (size == 0) return nullptr;
     if (!dst) return plugin_error(SPORA_PLUGIN_INVALID_ARGUMENT, "memset_async: NULL buffer");
-    return check("memset_async: cudaMemsetAsync", cudaMemsetAsync(dst, byte, size, s->stream));
+    StreamTrace::Mark mark;
+    if (s->trace) mark = s->trace->before(s->stream, StreamTrace::Kind::kCopy, "memset");
+    const cudaError_t e = cudaMemsetAsync(dst, byte, size, s->stream);
+    if (s->trace) s->trace->after(mark, s->stream);
+    return check("memset_async: cudaMemsetAsync", e);
   });
 }
 

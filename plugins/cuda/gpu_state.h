@@ -23,9 +23,14 @@ struct Device {
   int32_t compute_units = 0;
 };
 
+class StreamTrace;  // gpu_trace.h
+
 struct Stream {
   int32_t device = 0;
   cudaStream_t stream = nullptr;
+  // Reports the stream's work to the host's profiler (gpu_trace.h); null on
+  // a capture's recording stream.
+  std::shared_ptr<StreamTrace> trace;
 };
 
 struct Event {

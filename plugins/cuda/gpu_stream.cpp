@@ -6,6 +6,7 @@
 #include "gpu_alloc.h"
 #include "gpu_api.h"
 #include "gpu_state.h"
+#include "gpu_trace.h"
 
 namespace spora::gpu {
 namespace {
@@ -56,6 +57,11 @@ spora_plugin_error_t* stream_create(int32_t device, spora_stream_t** out) {
     auto s = std::make_shared<Stream>();
     s->device = device;
     if (auto* err = check("stream_create", cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking))) return err;
+    // The profiler's device track of this stream: "cuda0-s3".
+    static std::atomic<uint32_t> next_number{1};
+    s->trace = std::make_shared<StreamTrace>(g_host.load(std::memory_order_acquire), device,
+                                             std::string(kPluginName) + std::to_string(device) + "-s" +
+                                                 std::to_string(next_number.fetch_add(1, std::memory_order_relaxed)));
     // The allocator orders blocks across the device's streams (gpu_alloc.h).
     if (auto* err = alloc::stream_added(device, s->stream)) {
       (void)cudaStreamDestroy(s->stream);

@@ -1,7 +1,8 @@
-// A stand-in for the CUDA runtime header, for gpu_alloc_order_test: the
-// types and the functions plugins/cuda/gpu_alloc.cpp (and the headers it
-// includes) use, with CUDA's names. The test defines the functions over a
-// model of streams, events and a memory pool.
+// A stand-in for the CUDA runtime header, for gpu_alloc_order_test and
+// gpu_trace_test: the types and the functions plugins/cuda/gpu_alloc.cpp and
+// gpu_trace.cpp (and the headers they include) use, with CUDA's names. Each
+// test defines the functions it uses over a model of streams, events and a
+// memory pool.
 #pragma once
 #include <cstddef>
 
@@ -55,4 +56,6 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaSetDevice(int device);
 }
