@@ -162,13 +162,19 @@ struct AttrSpec {
   std::string s;  // SPORA_ATTR_STRING
 };
 
-// Builds the descriptor the host would send.
+// Builds the descriptor the host would send. It points into the tensors'
+// dims and the attributes' names and values, so it keeps its own copies of
+// them: callers pass temporaries ({x}, {{"axis", ...}}), which ASan caught
+// being read after they were destroyed.
 struct Desc {
+  std::vector<T> inputs, outputs;
+  std::vector<AttrSpec> specs;
   std::vector<spora_tensor_desc_t> in, out;
   std::vector<spora_attr_t> attrs;
   spora_kernel_desc_t d{};
-  Desc(const std::string& op, const std::vector<T>& inputs, const std::vector<T>& outputs,
-       const std::vector<AttrSpec>& specs) {
+  Desc(const std::string& op, const std::vector<T>& inputs_in, const std::vector<T>& outputs_in,
+       const std::vector<AttrSpec>& specs_in)
+      : inputs(inputs_in), outputs(outputs_in), specs(specs_in) {
     auto fill = [](const T& t) {
       spora_tensor_desc_t td{};
       td.struct_size = sizeof td;
@@ -219,9 +225,12 @@ std::vector<T> run_on_pocl(const spora_kernel_desc_t& desc, const std::vector<T>
   std::vector<cl_mem> mem;
   cl_int e = 0;
   for (const T& t : inputs) {
-    mem.push_back(clCreateBuffer(c.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, std::max<size_t>(t.bytes.size(), 8),
-                                 t.bytes.empty() ? nullptr : const_cast<unsigned char*>(t.bytes.data()), &e));
-    if (t.bytes.empty()) mem.back() = clCreateBuffer(c.context, CL_MEM_READ_WRITE, 8, nullptr, &e);
+    // CL_MEM_COPY_HOST_PTR copies the buffer's whole size from the host
+    // pointer, so the bytes are padded to the 8-byte minimum first (a 1x1
+    // f32 input has 4; ASan caught pocl reading past them).
+    std::vector<unsigned char> host(t.bytes);
+    host.resize(std::max<size_t>(host.size(), 8));
+    mem.push_back(clCreateBuffer(c.context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, host.size(), host.data(), &e));
   }
   for (T& t : outputs) mem.push_back(clCreateBuffer(c.context, CL_MEM_READ_WRITE, std::max<size_t>(t.bytes.size(), 8), nullptr, &e));
   cl_mem workspace = clCreateBuffer(c.context, CL_MEM_READ_WRITE, std::max<size_t>(recipe.workspace, 8), nullptr, &e);
