@@ -310,7 +310,9 @@ TEST(GpuMathFused, KernelCompilesWithNvrtc) {
     }
     destroy(&prog);
   }
-  dlclose(h);
+  // Not dlclosed, as the cuda plugin keeps it: unloading would unmap the
+  // only pointer to the 72,704-byte exception pool nvrtc's own C++ runtime
+  // allocates when it loads, which LeakSanitizer then reports as a leak.
 }
 
 }  // namespace

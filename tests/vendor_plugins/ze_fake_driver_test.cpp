@@ -42,6 +42,11 @@ const Plugin& plugin() {
       p.api = nullptr;
       return p;
     }
+    // The plugin releases its contexts and command lists in shutdown only;
+    // its state is destroyed at exit without it, and LeakSanitizer then
+    // reports the fake driver's objects behind those handles.
+    static const spora_device_api_t* api = p.api;
+    if (api->shutdown) std::atexit([] { api->shutdown(); });
     // The loader opened the fake by this path; find its counter.
     if (void* f = dlopen(std::getenv("ZE_ENABLE_ALT_DRIVERS"), RTLD_NOW | RTLD_NOLOAD))
       p.launches = reinterpret_cast<uint64_t (*)()>(dlsym(f, "spora_fake_ze_launches"));
