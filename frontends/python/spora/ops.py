@@ -499,6 +499,7 @@ def adaptive_avg_pool2d(input, output_size):
 
 # After the registry's names (globals().update above), so these win.
 from ._ops_loss import binary_cross_entropy_with_logits, cross_entropy, nll_loss  # noqa: E402,F401
+from ._ops_scatter import scatter_add, tensor_scatter_add  # noqa: E402,F401
 
 
 def mse_loss(x, y, reduction="mean"):
