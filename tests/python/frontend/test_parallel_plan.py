@@ -230,8 +230,12 @@ def test_plans_an_8_billion_parameter_model_in_well_under_this_machines_memory()
         # whole, less than half of that per device once split
         assert plan["weight_bytes"] < 0.5 * 4 * whole and p["split"] > 0, p
         assert plan["step_time_s"] > 0
-    # Nothing the size of the model was ever allocated.
-    assert out["peak_rss_bytes"] < 1 << 30, out["peak_rss_bytes"]
+    # Nothing the size of the model was ever allocated. Under AddressSanitizer
+    # (the suite of a SPORA_SANITIZE build preloads its runtime, and the child
+    # inherits it) redzones, the freed-memory quarantine and shadow memory
+    # took the same plan to 1.7 GB: 4 GiB there, still 8 times under the model.
+    asan = "libasan" in os.environ.get("LD_PRELOAD", "")
+    assert out["peak_rss_bytes"] < (4 << 30 if asan else 1 << 30), out["peak_rss_bytes"]
     print(f"\n8B plan: {out['params'] / 1e9:.2f} B parameters, "
           + ", ".join(f"{p['devices']} devices {p['seconds']:.2f} s -> {p['plan']['memory_bytes'] / 1e9:.1f} GB/device"
                       for p in out["plans"])
