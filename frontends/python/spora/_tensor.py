@@ -8,6 +8,7 @@ import numpy as np
 
 from . import _C
 from . import _dtype as D
+from ._spellings import mindspore_spellings
 
 Tensor = _C.Tensor
 
@@ -586,8 +587,9 @@ _METHODS = dict(
     float=_item_cast(D.float32), double=_item_cast(D.float64), half=_item_cast(D.float16),
     bfloat16=_item_cast(D.bfloat16), long=_item_cast(D.int64), int=_item_cast(D.int32), bool=_item_cast(D.bool_),
 )
+_REDUCTIONS = ("sum", "mean", "max", "min", "prod", "var", "std", "argmax", "argmin", "all", "any", "logsumexp")
 for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+    setattr(Tensor, _name, mindspore_spellings(_fn) if _name in _REDUCTIONS else _fn)
 Tensor.has_init = property(_has_init)
 Tensor.itemsize = property(_itemsize)
 Tensor.nbytes = property(_nbytes)

@@ -154,6 +154,13 @@ def logsumexp(x, axis=None, keepdims=False):
     return x.logsumexp(axis, keepdims)
 
 
+# keep_dims= / keepdim= / dim= as MindSpore spells them (_spellings.py).
+from ._spellings import mindspore_spellings as _spellings  # noqa: E402
+
+sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, logsumexp = (  # noqa: A001
+    _spellings(f) for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, logsumexp))
+
+
 def clip(x, min=None, max=None):
     return x.clip(min, max)
 
