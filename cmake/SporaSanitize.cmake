@@ -30,8 +30,12 @@ set(SPORA_SANITIZE_RUNTIME "")
 #    through libmpi/libopen-pal/libopen-rte, which stay loaded, so
 #    tests/lsan.supp matches them by library; it makes every allocation
 #    about 15 times dearer, so only these tests get it.
+#  SPORA_SANITIZE_MPI_ASAN_OPTIONS: the same options alone, for a test
+#    script to give only the one command of its test that initialises Open
+#    MPI (check_every_device.sh: `spora devices`, not the plugin checks).
 set(SPORA_TEST_TIMEOUT_FACTOR 1)
 set(SPORA_SANITIZE_MPI_TEST_PROPERTIES)
+set(SPORA_SANITIZE_MPI_ASAN_OPTIONS "")
 if(NOT SPORA_SANITIZE STREQUAL "")
   string(REPLACE "," ";" _spora_san_list "${SPORA_SANITIZE}")
   foreach(s ${_spora_san_list})
@@ -90,7 +94,8 @@ if(NOT SPORA_SANITIZE STREQUAL "")
 
   set(SPORA_TEST_TIMEOUT_FACTOR 3)
   if(SPORA_SANITIZE_ADDRESS)
-    set(SPORA_SANITIZE_MPI_TEST_PROPERTIES ENVIRONMENT_MODIFICATION "ASAN_OPTIONS=string_append::fast_unwind_on_malloc=0")
+    set(SPORA_SANITIZE_MPI_ASAN_OPTIONS "fast_unwind_on_malloc=0")
+    set(SPORA_SANITIZE_MPI_TEST_PROPERTIES ENVIRONMENT_MODIFICATION "ASAN_OPTIONS=string_append::${SPORA_SANITIZE_MPI_ASAN_OPTIONS}")
   endif()
 
   # The GPU plugins' device code is compiled by nvcc/hipcc, which the flags

@@ -95,6 +95,10 @@ ChildOutcome run_child(const std::function<void(Channel&)>& body, double timeout
     return out;
   }
   if (pid == 0) {
+    // The parent names a crash by the signal that killed the child; a
+    // handler inherited from the host would turn it into something else
+    // (AddressSanitizer's reports and exits with status 1).
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, SIG_DFL);
     ::close(report[0]);
     ::close(output[0]);
     ::dup2(output[1], STDOUT_FILENO);
