@@ -1,4 +1,6 @@
 // C API: communicators and collectives (runtime/collective.h).
+#include <cstring>
+
 #include "abi/abi.h"
 #include "runtime/collective.h"
 
@@ -15,10 +17,17 @@ namespace {
 
 spora::Communicator& comm_of(spora_communicator_t* c, const char* fn) { return *need(c, fn, "comm")->comm; }
 
-int32_t check_op(spora_reduce_op_t op, const char* fn) {
-  if (op < SPORA_REDUCE_SUM || op > SPORA_REDUCE_AVG)
-    fail(Code::kInvalidArgument, "[{}] unknown reduce op {}; expected a SPORA_REDUCE_* value", fn, static_cast<int>(op));
-  return op;
+// The op's bytes are read as an int, as dtype_arg does for dtypes (abi.h):
+// loading a spora_reduce_op_t outside its range is undefined behaviour in
+// C++ (UBSan: "load of value 42, which is not a valid value for type
+// 'spora_reduce_op'"), though C callers may pass any int.
+int32_t check_op(const spora_reduce_op_t& op, const char* fn) {
+  static_assert(sizeof(spora_reduce_op_t) == sizeof(int32_t), "spora_reduce_op_t is a 32-bit C enum");
+  int32_t v = 0;
+  std::memcpy(&v, &op, sizeof v);
+  if (v < SPORA_REDUCE_SUM || v > SPORA_REDUCE_AVG)
+    fail(Code::kInvalidArgument, "[{}] unknown reduce op {}; expected a SPORA_REDUCE_* value", fn, v);
+  return v;
 }
 
 }  // namespace
