@@ -161,6 +161,19 @@ sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, logsumexp = (  
     _spellings(f) for f in (sum, mean, max, min, amax, amin, prod, argmax, argmin, var, std, logsumexp))
 
 
+@_spellings
+def all(input, axis=None, keepdims=False):  # noqa: A001 - MindSpore's name (module code uses _builtins.all)
+    """True where every element over `axis` (an int, a tuple, or None for all) is nonzero
+    (mindspore.ops.all; keep_dims= as MindSpore spells it)."""
+    return _tensor(input, "all", "input").all(axis, keepdims)
+
+
+@_spellings
+def any(input, axis=None, keepdims=False):  # noqa: A001 - MindSpore's name (module code uses _builtins.any)
+    """True where some element over `axis` is nonzero (mindspore.ops.any)."""
+    return _tensor(input, "any", "input").any(axis, keepdims)
+
+
 def clip(x, min=None, max=None):
     return x.clip(min, max)
 
@@ -376,7 +389,7 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None):
 
 
 def all_int(*xs):
-    return not any(isinstance(x, float) for x in xs)
+    return not _builtins.any(isinstance(x, float) for x in xs)
 
 
 def eye(n, m=None, dtype=D.float32, *, device=None):
@@ -441,7 +454,7 @@ def conv2d(input, weight, bias=None, stride=1, pad_mode="valid", padding=0, dila
     pads = [_int(p, "conv2d", "padding") for p in pads]
     kw = dict(stride=_pair(stride), dilation=_pair(dilation), groups=_int(groups, "conv2d", "groups"))
     if pad_mode == "same":
-        if any(pads):
+        if _builtins.any(pads):
             raise ValueError(f"[conv2d] padding must be 0 with pad_mode 'same', got {padding}")
         kw["pad_mode"] = "same"
     else:
@@ -610,12 +623,12 @@ def pad(input_x, padding, mode="constant", value=None):
     for i in range(nd):
         per_dim[x.ndim - 1 - i] = (p[2 * i], p[2 * i + 1])
     # Negative sizes crop first; the rest pads.
-    if any(b < 0 or a < 0 for b, a in per_dim):
+    if _builtins.any(b < 0 or a < 0 for b, a in per_dim):
         idx = tuple(_builtins.slice(-_builtins.min(b, 0), n + _builtins.min(a, 0))
                     for (b, a), n in zip(per_dim, x.shape))
         x = x[idx]
         per_dim = [(_builtins.max(b, 0), _builtins.max(a, 0)) for b, a in per_dim]
-    if not any(b or a for b, a in per_dim):
+    if not _builtins.any(b or a for b, a in per_dim):
         return x
     if mode == "circular":
         for d, (b, a) in enumerate(per_dim):
@@ -685,6 +698,8 @@ def depend(value, expr):
 
 
 __all__ = sorted(set(__all__) | {"GradOperation", "depend"})
+# all / any stay out of __all__: a star import would hide Python's builtins.
+__all__ = sorted(set(__all__) | {"tensor_scatter_add"})
 
 # MindSpore's primitives beyond the first set (spora._primitive).
 from ._primitive import MORE as _MORE_PRIMITIVES  # noqa: E402

@@ -67,3 +67,18 @@ def test_both_spellings_is_an_error():
         ops.mean(x, 1, keepdims=True, keep_dims=True)
     with pytest.raises(TypeError, match=r"\[sum\] got both axis= and dim="):
         x.sum(axis=0, dim=1)
+
+
+def test_ops_all_any_as_mindspore_writes_them():
+    b = np.array([[True, False, True], [True, True, True]])
+    x = spora.Tensor(b)
+    np.testing.assert_array_equal(ops.all(x).asnumpy(), b.all())
+    np.testing.assert_array_equal(ops.all(x, 1).asnumpy(), b.all(1))
+    np.testing.assert_array_equal(ops.any(x, axis=0, keep_dims=True).asnumpy(), b.any(0, keepdims=True))
+    np.testing.assert_array_equal(ops.all(spora.Tensor(np.array([1.0, 0.0], np.float32))).asnumpy(), False)
+    with pytest.raises(TypeError, match=r"\[all\] input takes a tensor"):
+        ops.all("yes")
+    # Python's own all / any are not replaced by a star import.
+    ns = {}
+    exec("from spora.ops import *", ns)
+    assert "all" not in ns and "any" not in ns and "tensor_scatter_add" in ns
