@@ -98,6 +98,34 @@ def test_fused_graph_matches_unfused_and_numpy(cpu, monkeypatch, train, shape, o
         np.testing.assert_allclose(got[1], y, rtol=1e-4, atol=1e-4, err_msg="pooled output vs numpy")
 
 
+def test_second_pooling_reads_the_kept_activation_and_sim_decomposes(cpu, monkeypatch):
+    """Two poolings of one activation: the first is fused, the second reads
+    output 1. The sim device has no kernel for the fused op and runs its
+    decomposition; both devices agree with the unfused graph."""
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    shape = (2, 3, 12, 12)
+    g = S.Graph("twopools")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    wt = g.input("w", S.DTYPE_F32, [16, 3, 3, 3])
+    b = g.input("b", S.DTYPE_F32, [16])
+    a = g.op("conv2d_act", [x, wt, b], CONV)[0]
+    y1 = g.op("max_pool2d", [a], POOL)[0]
+    y2 = g.op("max_pool2d", [a], {"kernel_size": [3, 3], "stride": [3, 3]})[0]
+    g.set_outputs([y1, y2])
+    o = _optimized(g)
+    text = o.text()
+    assert text.count("conv2d_act_pool(") == 1 and "keep_activation=true" in text, text
+    assert text.count("max_pool2d(") == 1 and ".1)" in text, text
+    rng = np.random.default_rng(5)
+    vals = [rng.standard_normal(shape).astype(np.float32), rng.standard_normal((16, 3, 3, 3)).astype(np.float32),
+            rng.standard_normal(16).astype(np.float32)]
+    want = _run(g, cpu, vals, 2)
+    sim = S.Context().device_find("sim")
+    for dev in (cpu, sim):
+        for i, (gv, wv) in enumerate(zip(_run(o, dev, vals, 2), want)):
+            np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"{dev} output {i}")
+
+
 def test_switch_keeps_the_two_ops(monkeypatch):
     monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "0")
     text = _optimized(_graph((2, 1, 8, 8), 16, True)).text()
