@@ -252,22 +252,26 @@ TEST(GpuMathBlasLt, ComputeTypePerDtypeAndPrecision) {
 
 namespace lt = spora::gpu::lt;
 
-// The plugin's loader (gpu_blaslt_api.h) on libcublasLt.so.13, once.
+// The plugin's loader (gpu_blaslt_api.h) on libcublasLt.so.13, once, from
+// the system (no NVIDIA wheel directories: lib_search_test covers those).
+std::string g_lt_opened;
 const lt::Api* lt_api(std::string* why) {
   static lt::Api api;
-  static const std::string reason = lt::load("libcublasLt.so.13", &api);
+  static const std::string reason = lt::load("libcublasLt.so.13", {}, &api, &g_lt_opened);
   *why = reason;
   return reason.empty() ? &api : nullptr;
 }
 
 TEST(GpuMathBlasLt, LoaderResolvesEveryEntryPoint) {
   lt::Api missing;
-  const std::string why_missing = lt::load("libcublasLt.so.0-not-a-library", &missing);
-  EXPECT_NE(why_missing, "");
+  std::string opened;
+  const std::string why_missing = lt::load("libcublasLt.so.0-not-a-library", {}, &missing, &opened);
+  EXPECT_NE(why_missing.find("libcublasLt.so.0-not-a-library"), std::string::npos) << why_missing;
   EXPECT_EQ(missing.matmul, nullptr);
   std::string why;
   const lt::Api* api = lt_api(&why);
   if (!api) GTEST_SKIP() << "libcublasLt.so.13 not loadable here: " << why;
+  EXPECT_EQ(g_lt_opened, "libcublasLt.so.13 (system)");
   EXPECT_GE(api->version(), 130000u);
   EXPECT_LT(api->version(), 140000u);
 }
