@@ -43,3 +43,32 @@ TEST(DataHpp, FashionMnistTestSplit) {
   EXPECT_EQ(batches, 10);
   for (int64_t c : counts) EXPECT_EQ(c, 1000);  // the test split is balanced
 }
+
+// The same split through the device queue of sim (batches copied ahead on
+// its copy stream), every depth giving the same batches.
+TEST(DataHpp, DeviceQueueOnSimGivesTheSameBatches) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  if (!fs::exists(dir + "t10k-images-idx3-ubyte.gz")) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  spora::Context ctx;
+  spora_device_t* sim = nullptr;
+  if (spora_device_find(ctx.get(), "sim", &sim) != SPORA_OK) GTEST_SKIP() << "no sim device";
+  const spora::Dataset d = spora::Dataset::from_idx({dir + "t10k-images-idx3-ubyte.gz", dir + "t10k-labels-idx1-ubyte.gz"},
+                                                    {"image", "label"}, {SPORA_DTYPE_INVALID, SPORA_DTYPE_I32})
+                               .batch(2500);
+  std::vector<std::vector<uint8_t>> first;
+  for (int32_t depth : {0, 1, 3}) {
+    spora::DatasetIterator it = d.iterate(spora::Device(sim));
+    it.device_queue(depth);
+    std::vector<spora::Tensor> row;
+    std::vector<std::vector<uint8_t>> images;
+    while (it.next(row)) {
+      std::vector<uint8_t> px(2500 * 28 * 28);
+      spora::check(spora_tensor_read(row[0].get(), px.data(), px.size()));
+      images.push_back(std::move(px));
+    }
+    EXPECT_EQ(images.size(), 4u) << "depth " << depth;
+    if (first.empty()) first = images;
+    EXPECT_TRUE(images == first) << "depth " << depth;
+    EXPECT_THROW(it.device_queue(2), spora::Error);  // after the first row
+  }
+}

@@ -715,6 +715,14 @@ class DatasetIterator {
   DatasetIterator& operator=(const DatasetIterator&) = delete;
   DatasetIterator(DatasetIterator&& o) noexcept : it_(std::exchange(o.it_, nullptr)), n_(o.n_) {}
 
+  // How many batches the device queue copies ahead to a device of its own
+  // memory (spora_dataset_iter_set_device_queue; default 1, 0 = off).
+  // Before the first next().
+  DatasetIterator& device_queue(int32_t depth) {
+    check(spora_dataset_iter_set_device_queue(it_, depth));
+    return *this;
+  }
+
   // False at the end of the epoch (row is then left empty).
   bool next(std::vector<Tensor>& row) {
     std::vector<spora_tensor_t*> out(n_, nullptr);
