@@ -112,6 +112,21 @@ TEST(DataImage, PngTooShortForItsSizeIsRefusedBeforeAllocating) {
   EXPECT_NE(err.find("bytes of IDAT data cannot hold 16384x16384 pixels"), std::string::npos) << err;
 }
 
+// libpng allocates a chunk's claimed length before reading it: a chunk
+// claiming more than the file holds is refused before libpng sees it (a
+// 94-byte PNG whose iTXt claimed 2 GB cost 2 GB, found by fuzz_image).
+TEST(DataImage, PngChunkLongerThanTheFileIsRefusedBeforeLibpng) {
+  if (!can_decode_png()) GTEST_SKIP() << "built without libpng";
+  std::vector<uint8_t> png = make_png(3, 2, 2, std::vector<uint8_t>(18, 9));
+  png.resize(png.size() - 12);  // drop IEND
+  put32(png, 0x78000000u);      // ~2 GB
+  png.insert(png.end(), {'i', 'T', 'X', 't', 1, 2, 3});
+  const std::string err = error_of(png, "t.png");
+  EXPECT_NE(err.find("t.png: corrupt PNG image: chunk 'iTXt' at byte "), std::string::npos) << err;
+  EXPECT_NE(err.find("claims 2013265920 bytes of data, 3 bytes follow its header (truncated?)"), std::string::npos)
+      << err;
+}
+
 TEST(DataImage, OtherBytesAreNotImages) {
   const std::vector<uint8_t> text{'h', 'e', 'l', 'l', 'o'};
   EXPECT_NE(error_of(text, "t.txt").find("t.txt: not a JPEG or PNG image (first bytes 68 65 6c 6c 6f; 5 bytes)"),
