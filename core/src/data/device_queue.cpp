@@ -38,7 +38,7 @@ bool DeviceQueue::usable(Device* device) {
 }
 
 DeviceQueue::DeviceQueue(Device* device, int32_t depth)
-    : device_(device), depth_(depth < 1 ? 1 : depth), pinned_(device->has_pinned()) {
+    : device_(device), depth_(depth < 1 ? 1 : depth), pinned_(device && device->has_pinned()) {
   if (!usable(device))
     fail(Code::kInvalidArgument, "[dataset] device queue on {}: the device shares host memory or lacks async "
          "copies and events", device ? device->name() : "no device");
