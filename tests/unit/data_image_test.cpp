@@ -137,7 +137,8 @@ TEST(DataImage, OtherBytesAreNotImages) {
 
 #ifdef SPORA_TEST_JPEG
 namespace {
-std::vector<uint8_t> make_jpeg(int w, int h, int comps, const std::vector<uint8_t>& pixels) {
+std::vector<uint8_t> make_jpeg(int w, int h, int comps, const std::vector<uint8_t>& pixels, bool arith = false,
+                               int restart_rows = 0) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -151,6 +152,8 @@ std::vector<uint8_t> make_jpeg(int w, int h, int comps, const std::vector<uint8_
   c.in_color_space = comps == 3 ? JCS_RGB : JCS_GRAYSCALE;
   jpeg_set_defaults(&c);
   jpeg_set_quality(&c, 100, TRUE);
+  c.arith_code = arith ? TRUE : FALSE;
+  c.restart_in_rows = restart_rows;
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
     JSAMPROW r = const_cast<uint8_t*>(pixels.data()) + c.next_scanline * w * comps;
@@ -191,5 +194,28 @@ TEST(DataImage, JpegDecodesCloseToTheSourceAndDamageIsAnError) {
   std::vector<uint8_t> bad = jpg;
   for (size_t i = 3; i < 40 && i < bad.size(); ++i) bad[i] = 0xEE;
   EXPECT_NE(error_of(bad, "bad.jpg").find("bad.jpg: corrupt JPEG image"), std::string::npos) << error_of(bad, "bad.jpg");
+}
+
+// Arithmetic decoding meets the end of its data without a warning (it goes
+// on with zeros): a truncated image ending in a marker must still be an
+// error, early, while whole images (restart markers included) decode.
+TEST(DataImage, ArithmeticJpegCutShortIsAnError) {
+  if (!can_decode_jpeg()) GTEST_SKIP() << "built without libjpeg";
+  const int w = 64, h = 256;
+  std::vector<uint8_t> px(w * h * 3);
+  uint32_t r = 1;
+  for (auto& v : px) v = static_cast<uint8_t>((r = r * 1664525u + 1013904223u) >> 24);  // noise: data all along
+  for (int restart : {0, 1}) {
+    const std::vector<uint8_t> jpg = make_jpeg(w, h, 3, px, true, restart);
+    const Column c = decode_image(jpg.data(), jpg.size(), "arith.jpg");
+    ASSERT_EQ(c.shape, (std::vector<int64_t>{h, w, 3})) << "restart rows " << restart;
+    std::vector<uint8_t> cut(jpg.begin(), jpg.begin() + static_cast<long>(jpg.size() / 2));
+    if (cut.back() == 0xFF) cut.pop_back();
+    cut.push_back(0xFF);
+    cut.push_back(0xD9);  // EOI: libjpeg alone decodes this "cleanly", the rest of the rows zeros
+    const std::string err = error_of(cut, "cut.jpg");
+    EXPECT_NE(err.find("cut.jpg: corrupt JPEG image: the image data ends (marker 0xd9) at row "), std::string::npos)
+        << "restart rows " << restart << ": " << err;
+  }
 }
 #endif
