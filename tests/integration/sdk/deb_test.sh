@@ -14,6 +14,24 @@
 #
 # usage: deb_test.sh BUILD_DIR SOURCE_DIR LIBDIR CPACK C_COMPILER [VENV_PYTHON]
 set -euo pipefail
+# A SPORA_SANITIZE=address build's libspora needs the ASan runtime loaded
+# before it: a plain (uninstrumented) program or interpreter run against it
+# gets SPORA_TEST_ASAN_PRELOAD preloaded, with leak checks off as for the
+# suite's Python (tests/integration/sdk/CMakeLists.txt). Empty otherwise.
+# `spora devices` initialises Open MPI, whose leaks LeakSanitizer can
+# attribute only with SPORA_SANITIZE_MPI_ASAN_OPTIONS (cmake/SporaSanitize.cmake);
+# given to that command alone, as plugin checks take far longer with them.
+mpi_asan() {
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}${SPORA_SANITIZE_MPI_ASAN_OPTIONS:+:$SPORA_SANITIZE_MPI_ASAN_OPTIONS}" "$@"
+}
+asan_run() {
+  if [ -n "${SPORA_TEST_ASAN_PRELOAD:-}" ]; then
+    LD_PRELOAD="$SPORA_TEST_ASAN_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
+      ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$@"
+  else
+    "$@"
+  fi
+}
 build=$1 src=$2 libdir=$3 cpack=$4 cc=$5 venv_python=${6:-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/spora-sdk-deb.XXXXXX")
@@ -123,7 +141,7 @@ root=$tmp/root
 for c in $components; do dpkg-deb -x "$(deb "$c")" "$root"; done
 
 step "<root>/usr/bin/spora devices"
-SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug "$root/usr/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
+SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug mpi_asan "$root/usr/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
   cat "$tmp/devices.txt"
   fail "spora devices from the packages failed"
 }
@@ -145,7 +163,7 @@ export PKG_CONFIG_PATH=$root/usr/$libdir/pkgconfig
 "$cc" -std=c99 -Wall -Wextra -Werror "$src/examples/c/quickstart.c" -o "$tmp/quickstart" $(pkg-config --cflags --libs spora) -lm
 inc=$(pkg-config --cflags-only-I spora | sed 's/^ *-I//; s/ *$//')
 [ "$inc" -ef "$root/usr/include" ] || fail "pkg-config --cflags points to '$inc', not into the root"
-LD_LIBRARY_PATH=$root/usr/$libdir "$tmp/quickstart" >"$tmp/quickstart.txt" 2>&1 || {
+LD_LIBRARY_PATH=$root/usr/$libdir asan_run "$tmp/quickstart" >"$tmp/quickstart.txt" 2>&1 || {
   cat "$tmp/quickstart.txt"
   fail "the quickstart example failed"
 }
@@ -187,12 +205,12 @@ if [[ " $components " == *" python3-spora "* ]]; then
     py=("$sys_python" -I -S -B)
     echo "numpy: $sys_python has none (python3-numpy not installed); using only the venv's, from $site"
   fi
-  "${py[@]}" "$src/tests/integration/sdk/deb_python_check.py" \
+  asan_run "${py[@]}" "$src/tests/integration/sdk/deb_python_check.py" \
     "$root" "$root/usr/$pydist" "${numpy_dirs[@]}" || fail "python3-spora from the root does not work"
   ! find "$root/usr/$pydist" -name '*.pyc' | grep -q . || fail "importing wrote bytecode into the root"
 
   step "python3-spora: a plugin directory that does not exist is named, the root's plugins still load"
-  SPORA_PLUGIN_PATH=$tmp/no-such-dir "${py[@]}" -c '
+  SPORA_PLUGIN_PATH=$tmp/no-such-dir asan_run "${py[@]}" -c '
 import sys
 sys.path[:0] = sys.argv[1:]
 import spora

@@ -19,6 +19,24 @@
 #
 # usage: install_test.sh BUILD_DIR SOURCE_DIR LIBDIR CMAKE C_COMPILER GENERATOR [MAKE_PROGRAM]
 set -euo pipefail
+# A SPORA_SANITIZE=address build's libspora needs the ASan runtime loaded
+# before it: a plain (uninstrumented) program or interpreter run against it
+# gets SPORA_TEST_ASAN_PRELOAD preloaded, with leak checks off as for the
+# suite's Python (tests/integration/sdk/CMakeLists.txt). Empty otherwise.
+# `spora devices` initialises Open MPI, whose leaks LeakSanitizer can
+# attribute only with SPORA_SANITIZE_MPI_ASAN_OPTIONS (cmake/SporaSanitize.cmake);
+# given to that command alone, as plugin checks take far longer with them.
+mpi_asan() {
+  ASAN_OPTIONS="${ASAN_OPTIONS:-}${SPORA_SANITIZE_MPI_ASAN_OPTIONS:+:$SPORA_SANITIZE_MPI_ASAN_OPTIONS}" "$@"
+}
+asan_run() {
+  if [ -n "${SPORA_TEST_ASAN_PRELOAD:-}" ]; then
+    LD_PRELOAD="$SPORA_TEST_ASAN_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}" \
+      ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$@"
+  else
+    "$@"
+  fi
+}
 build=$1 src=$2 libdir=$3 cmake=$4 cc=$5 gen=$6 make_program=${7:-}
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/spora-sdk-install.XXXXXX")
@@ -97,7 +115,7 @@ if grep -rlF -e "$build" -e "$src" "$prefix/$libdir/cmake" "$prefix/$libdir/pkgc
 fi
 
 step "installed spora devices (default plugin directory next to libspora; probe helper beside it)"
-SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug "$prefix/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
+SPORA_PLUGIN_CACHE_DIR="$tmp/verdicts" SPORA_LOG_LEVEL=debug mpi_asan "$prefix/bin/spora" devices >"$tmp/devices.txt" 2>&1 || {
   cat "$tmp/devices.txt"
   fail "spora devices failed"
 }
@@ -145,7 +163,7 @@ plugin=$tmp/myplugin-build/libspora-device-tmpl.so
   fail "cmake --install of the template did not put it in <prefix>/$libdir/spora/plugins"
 
 step "SPORA_PLUGIN_PATH=<template build> spora devices"
-SPORA_PLUGIN_PATH=$tmp/myplugin-build "$prefix/bin/spora" devices >"$tmp/devices-tmpl.txt" 2>&1 || {
+SPORA_PLUGIN_PATH=$tmp/myplugin-build mpi_asan "$prefix/bin/spora" devices >"$tmp/devices-tmpl.txt" 2>&1 || {
   cat "$tmp/devices-tmpl.txt"
   fail "spora devices failed with the template plugin"
 }
@@ -179,7 +197,7 @@ export PKG_CONFIG_PATH=$prefix/$libdir/pkgconfig
 # shellcheck disable=SC2046
 "$cc" -std=c99 -Wall -Wextra -pedantic -Werror "$src/tests/integration/sdk/template_add.c" -o "$tmp/template_add" \
   $(pkg-config --cflags --libs spora) -Wl,-rpath,"$(pkg-config --variable=libdir spora)"
-SPORA_LOG_LEVEL=debug SPORA_PLUGIN_PATH=$tmp/myplugin-build "$tmp/template_add" tmpl >"$tmp/add.txt" 2>&1 || {
+SPORA_LOG_LEVEL=debug SPORA_PLUGIN_PATH=$tmp/myplugin-build asan_run "$tmp/template_add" tmpl >"$tmp/add.txt" 2>&1 || {
   cat "$tmp/add.txt"
   fail "template_add failed"
 }
@@ -211,7 +229,7 @@ configure -S "$tmp/app" -B "$tmp/app-build" -DCMAKE_PREFIX_PATH="$prefix" >"$tmp
   fail "building the docs/c-api.md example with find_package(Spora) failed"
 }
 for d in cpu sim; do
-  "$tmp/app-build/example" "$d" >"$tmp/example-$d.txt" 2>&1 || {
+  asan_run "$tmp/app-build/example" "$d" >"$tmp/example-$d.txt" 2>&1 || {
     cat "$tmp/example-$d.txt"
     fail "the docs/c-api.md example failed on $d"
   }
@@ -249,7 +267,7 @@ expect_configure_error bad-name 'find_package(Spora REQUIRED)
 spora_add_plugin(NAME My-Accel KIND device SOURCES x.c)' "NAME 'My-Accel' is not a plugin name"
 expect_configure_error version 'find_package(Spora 99 REQUIRED)' "compatible with requested version \"99\""
 
-SPORA_PLUGIN_PATH=$tmp/no-such-dir "$prefix/bin/spora" devices >"$tmp/nodir.txt" 2>&1 || true
+SPORA_PLUGIN_PATH=$tmp/no-such-dir mpi_asan "$prefix/bin/spora" devices >"$tmp/nodir.txt" 2>&1 || true
 grep -qF "plugin path '$tmp/no-such-dir' (from SPORA_PLUGIN_PATH) does not exist" "$tmp/nodir.txt" || {
   cat "$tmp/nodir.txt"
   fail "a missing SPORA_PLUGIN_PATH directory is not reported with its path"
