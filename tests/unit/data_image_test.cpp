@@ -138,7 +138,7 @@ TEST(DataImage, OtherBytesAreNotImages) {
 #ifdef SPORA_TEST_JPEG
 namespace {
 std::vector<uint8_t> make_jpeg(int w, int h, int comps, const std::vector<uint8_t>& pixels, bool arith = false,
-                               int restart_rows = 0) {
+                               int restart_rows = 0, bool progressive = false) {
   jpeg_compress_struct c;
   jpeg_error_mgr err;
   c.err = jpeg_std_error(&err);
@@ -154,6 +154,7 @@ std::vector<uint8_t> make_jpeg(int w, int h, int comps, const std::vector<uint8_
   jpeg_set_quality(&c, 100, TRUE);
   c.arith_code = arith ? TRUE : FALSE;
   c.restart_in_rows = restart_rows;
+  if (progressive) jpeg_simple_progression(&c);
   jpeg_start_compress(&c, TRUE);
   while (c.next_scanline < c.image_height) {
     JSAMPROW r = const_cast<uint8_t*>(pixels.data()) + c.next_scanline * w * comps;
@@ -217,5 +218,19 @@ TEST(DataImage, ArithmeticJpegCutShortIsAnError) {
     EXPECT_NE(err.find("cut.jpg: corrupt JPEG image: the image data ends (marker 0xd9) at row "), std::string::npos)
         << "restart rows " << restart << ": " << err;
   }
+  // Progressive: every scan is absorbed before the first output row, so the
+  // end of a scan's data is caught as the scans are read (found by fuzz_image:
+  // a 142-byte file claiming 4112x65280 pixels decoded into grey).
+  const std::vector<uint8_t> prog = make_jpeg(w, h, 3, px, true, 0, true);
+  const Column c = decode_image(prog.data(), prog.size(), "prog.jpg");
+  ASSERT_EQ(c.shape, (std::vector<int64_t>{h, w, 3}));
+  std::vector<uint8_t> cut(prog.begin(), prog.begin() + static_cast<long>(prog.size() / 2));
+  if (cut.back() == 0xFF) cut.pop_back();
+  cut.push_back(0xFF);
+  cut.push_back(0xD9);
+  const std::string err = error_of(cut, "prog.jpg");
+  EXPECT_NE(err.find("prog.jpg: corrupt JPEG image: the data of a scan ends (marker 0xd9) at iMCU row "),
+            std::string::npos)
+      << err;
 }
 #endif

@@ -610,6 +610,9 @@ static bool fold_node(Ctx& c, const Node& n) {
     for (size_t k = 0; k < static_cast<size_t>(o.numel()); ++k) set(o, k, value.at(0), value.iat(0));
   } else if (op == "Range") {
     const HV &start = in.at(0), &limit = in.at(1), &delta = in.at(2);
+    // Scalars by the spec; a file may hold anything, an empty one included.
+    for (const HV* v : {&start, &limit, &delta})
+      if (v->numel() != 1) c.error("start, limit and delta must each hold one element");
     if (delta.at(0) == 0) c.error("delta is 0");
     const double n_d = std::ceil((limit.at(0) - start.at(0)) / delta.at(0));
     if (std::isnan(n_d)) c.error("start, limit and delta give no element count");
