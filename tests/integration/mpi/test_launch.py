@@ -108,8 +108,11 @@ def test_killing_one_of_four_ranks_stops_the_others_naming_it():
     the lost rank; nothing hangs and no process is left behind."""
     import time
     env = dict(os.environ, T_MS="5000")
-    r = subprocess.run([CLI, "launch", "-n", "4", "--", sys.executable, "-c", TRAIN], capture_output=True, text=True,
-                       timeout=120, env=env)
+    # A token of this run in the ranks' command line: the leftover check below
+    # must not see another run of this test (a sanitized suite beside this one).
+    token = f"launch-test-{os.getpid()}-{time.monotonic_ns()}"
+    r = subprocess.run([CLI, "launch", "-n", "4", "--", sys.executable, "-c", TRAIN + f"# {token}\n"],
+                       capture_output=True, text=True, timeout=120, env=env)
     kill_at = [float(ln.split()[-1]) for ln in r.stdout.splitlines() if "KILL_AT" in ln]
     assert kill_at, r.stdout
     elapsed = time.time() - kill_at[0]  # from the kill to the launcher's end
@@ -126,7 +129,7 @@ def test_killing_one_of_four_ranks_stops_the_others_naming_it():
     # the kernel a moment to finish reaping them.
     deadline = time.monotonic() + 5
     while True:
-        left = subprocess.run(["pgrep", "-f", "a rank dies mid-training"], capture_output=True, text=True)
+        left = subprocess.run(["pgrep", "-f", token], capture_output=True, text=True)
         if not left.stdout.strip() or time.monotonic() > deadline:
             break
         time.sleep(0.2)
