@@ -85,15 +85,22 @@ std::vector<int64_t> spora_pads(Ctx& c, const Shape& x, const std::vector<int64_
   return out;
 }
 
+// The weight's spatial sizes (its dims after the two channel dims), checked
+// against the input's spatial rank and a kernel_shape attribute.
+std::vector<int64_t> weight_kernel(Ctx& c, ir::Value w, int r) {
+  const Shape& ws = c.meta(w).shape;
+  if (ws.rank != r + 2) c.error("weight must be rank " + std::to_string(r + 2) + ", got " + ws.str());
+  std::vector<int64_t> kernel(ws.dims + 2, ws.dims + ws.rank);
+  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
+    c.error("kernel_shape does not match the weight's shape " + ws.str());
+  return kernel;
+}
+
 void conv(Ctx& c, const Node&) {
   c.max_outputs(1);
   ir::Value x = c.in(0), w = c.in(1);
   const int r = spatial_rank(c, x);
-  const Shape& ws0 = c.meta(w).shape;
-  if (ws0.rank != r + 2) c.error("weight must be rank " + std::to_string(r + 2) + ", got " + ws0.str());
-  std::vector<int64_t> kernel(ws0.dims + 2, ws0.dims + ws0.rank);
-  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
-    c.error("kernel_shape does not match the weight's shape " + ws0.str());
+  std::vector<int64_t> kernel = weight_kernel(c, w, r);
   if (r == 1) {
     x = lift(c, x);
     w = lift(c, w);
@@ -115,11 +122,7 @@ void conv_transpose(Ctx& c, const Node&) {
   c.max_outputs(1);
   ir::Value x = c.in(0), w = c.in(1);
   const int r = spatial_rank(c, x);
-  const Shape& ws0 = c.meta(w).shape;
-  if (ws0.rank != r + 2) c.error("weight must be rank " + std::to_string(r + 2) + ", got " + ws0.str());
-  std::vector<int64_t> kernel(ws0.dims + 2, ws0.dims + ws0.rank);
-  if (c.has_attr("kernel_shape") && c.attr_ints("kernel_shape", {}) != kernel)
-    c.error("kernel_shape does not match the weight's shape " + ws0.str());
+  std::vector<int64_t> kernel = weight_kernel(c, w, r);
   if (c.has_attr("output_shape"))
     c.error("attribute output_shape is not supported (give pads and output_padding instead)");
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
