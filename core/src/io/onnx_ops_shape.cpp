@@ -169,13 +169,17 @@ void unsqueeze(Ctx& c, const Node&) {
   c.out(0, c.op("expand_dims", {x}, a));
 }
 
-void gather(Ctx& c, const Node&) {
+// Gather and GatherElements: Spora's op of the same kind on the data and
+// indices, with the axis normalised (negative indices wrap in both).
+void gather_on_axis(Ctx& c, const char* op) {
   c.max_outputs(1);
   const ir::Value x = c.in(0), idx = c.in(1);
   Attrs a;
   a.set("axis", AttrValue::of_int(norm(c, c.attr_int("axis", 0), c.meta(x).shape.rank)));
-  c.out(0, c.op("gather", {x, idx}, a));
+  c.out(0, c.op(op, {x, idx}, a));
 }
+
+void gather(Ctx& c, const Node&) { gather_on_axis(c, "gather"); }
 
 // Expand broadcasts both ways: the result's shape is the broadcast of the
 // input's and the given one.
@@ -364,15 +368,7 @@ void cumsum(Ctx& c, const Node&) {
   c.out(0, c.op("cumsum", {x}, a));
 }
 
-// GatherElements is Spora's gather_elements (negative indices wrap in
-// both).
-void gather_elements(Ctx& c, const Node&) {
-  c.max_outputs(1);
-  const ir::Value x = c.in(0), idx = c.in(1);
-  Attrs a;
-  a.set("axis", AttrValue::of_int(norm(c, c.attr_int("axis", 0), c.meta(x).shape.rank)));
-  c.out(0, c.op("gather_elements", {x, idx}, a));
-}
+void gather_elements(Ctx& c, const Node&) { gather_on_axis(c, "gather_elements"); }
 
 void gather_nd(Ctx& c, const Node&) {
   c.max_outputs(1);
