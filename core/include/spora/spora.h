@@ -940,6 +940,43 @@ SPORA_API spora_status_t spora_dataset_iter_next(spora_dataset_iter_t* iter, spo
                                                  int32_t* has_row);
 /* Stops the pipeline (mid-epoch is fine). NULL is a no-op. */
 SPORA_API spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter);
+
+/* A device queue for batches made outside a spora_dataset_t (a language
+ * binding's own pipeline: Python's GeneratorDataset and Python map steps
+ * use it). spora_device_queue_push enqueues one batch's host->device copies
+ * on the device's copy stream and returns without waiting for them (the
+ * bytes are staged, in pinned memory where the plugin has it, or copied
+ * before it returns); spora_device_queue_pop hands out the oldest pushed
+ * batch, first in first out, and the device work the caller enqueues after
+ * it waits for that batch's copies (an event; the host does not wait). To
+ * overlap the next batch's copy with a step, push batch k+1 before running
+ * the step on batch k. A queue serves one thread at a time. */
+typedef struct spora_device_queue spora_device_queue_t;
+/* A queue for `device`; *out is NULL (and the status SPORA_OK) on a device
+ * that shares host memory or lacks async copies and events (cpu): there is
+ * nothing to copy ahead there. */
+SPORA_API spora_status_t spora_device_queue_create(spora_device_t* device, spora_device_queue_t** out);
+/* Enqueues the copies of a batch of `num_columns` columns (0 is allowed):
+ * column i is a dense row-major array of dtypes[i] with shape shapes[i]
+ * (ndims[i] dimensions) whose data_bytes[i] bytes (numel * dtype size) are
+ * at data[i]; they are read before the call returns. A column that does not
+ * fit its dtype and shape is SPORA_ERROR_INVALID_ARGUMENT, and then nothing
+ * is enqueued. */
+SPORA_API spora_status_t spora_device_queue_push(spora_device_queue_t* queue, const spora_dtype_t* dtypes,
+                                                 const int64_t* const* shapes, const int32_t* ndims,
+                                                 const void* const* data, const size_t* data_bytes,
+                                                 size_t num_columns);
+/* Writes the oldest pushed batch's tensors (new handles on the device, the
+ * caller frees them) to `outs` and their count to *num_columns. With no
+ * batch queued, or `capacity` below its column count, it is
+ * SPORA_ERROR_INVALID_ARGUMENT and the queue is unchanged. */
+SPORA_API spora_status_t spora_device_queue_pop(spora_device_queue_t* queue, spora_tensor_t** outs, size_t capacity,
+                                                size_t* num_columns);
+/* Batches pushed and not popped yet. */
+SPORA_API spora_status_t spora_device_queue_pending(const spora_device_queue_t* queue, size_t* out);
+/* Waits for the copies still in flight (their host memory is freed), then
+ * frees the queue; tensors already popped stay valid. NULL is a no-op. */
+SPORA_API spora_status_t spora_device_queue_free(spora_device_queue_t* queue);
 /* Decodes one JPEG (libjpeg-turbo) or PNG (libpng) image of `size` bytes
  * into a new HWC uint8 RGB tensor on `device` (grey and palette images
  * expanded to RGB, alpha composited onto black, 16-bit samples reduced to

@@ -22,6 +22,9 @@ struct spora_dataset_iter {
   std::unique_ptr<spora::data::DeviceQueue> queue;
   bool started = false;  // next() was called
 };
+struct spora_device_queue {
+  std::unique_ptr<spora::data::DeviceQueue> q;
+};
 
 namespace {
 // Batches the device queue keeps copied ahead by default.
@@ -249,6 +252,73 @@ spora_status_t spora_dataset_iter_set_device_queue(spora_dataset_iter_t* iter, i
 
 spora_status_t spora_dataset_iter_free(spora_dataset_iter_t* iter) {
   return guard([&] { delete iter; });
+}
+
+spora_status_t spora_device_queue_create(spora_device_t* device, spora_device_queue_t** out) {
+  return guard([&] {
+    const char* fn = "spora_device_queue_create";
+    need(out, fn, "out");
+    *out = nullptr;
+    spora::Device* d = from_handle(need(device, fn, "device"));
+    if (!spora::data::DeviceQueue::usable(d)) return;  // nothing to copy ahead
+    // The caller decides how far ahead it pushes: the depth is next()'s.
+    auto q = std::make_unique<spora_device_queue>();
+    q->q = std::make_unique<spora::data::DeviceQueue>(d, 1);
+    *out = q.release();
+  });
+}
+
+spora_status_t spora_device_queue_push(spora_device_queue_t* queue, const spora_dtype_t* dtypes,
+                                       const int64_t* const* shapes, const int32_t* ndims, const void* const* data,
+                                       const size_t* data_bytes, size_t num_columns) {
+  return guard([&] {
+    const char* fn = "spora_device_queue_push";
+    need(queue, fn, "queue");
+    if (num_columns) {
+      need(dtypes, fn, "dtypes");
+      need(shapes, fn, "shapes");
+      need(ndims, fn, "ndims");
+      need(data, fn, "data");
+      need(data_bytes, fn, "data_bytes");
+    }
+    std::vector<spora::data::DeviceQueue::HostColumn> cols;
+    for (size_t i = 0; i < num_columns; ++i) {
+      const int32_t dt = spora::abi::dtype_arg(dtypes[i]);
+      if (!spora::dtype_valid(dt)) fail(Code::kInvalidArgument, "[{}] column {}: unknown dtype value {}", fn, i, dt);
+      if (ndims[i] > 0 && !shapes[i]) fail(Code::kInvalidArgument, "[{}] column {}: shape is null", fn, i);
+      cols.push_back({static_cast<spora::DType>(dt), shapes[i], ndims[i], data[i], data_bytes[i]});
+    }
+    queue->q->push(cols);
+  });
+}
+
+spora_status_t spora_device_queue_pop(spora_device_queue_t* queue, spora_tensor_t** outs, size_t capacity,
+                                      size_t* num_columns) {
+  return guard([&] {
+    const char* fn = "spora_device_queue_pop";
+    need(queue, fn, "queue");
+    need(num_columns, fn, "num_columns");
+    if (!queue->q->pending()) fail(Code::kInvalidArgument, "[{}] no batch is queued", fn);
+    const size_t n = queue->q->front_columns();
+    if (capacity < n || (n && !outs))
+      fail(Code::kInvalidArgument, "[{}] outs has room for {} tensors, the batch has {} columns", fn,
+           outs ? capacity : 0, n);
+    std::vector<spora::Tensor> ts;
+    queue->q->pop(ts);
+    spora::abi::publish(ts, outs);
+    *num_columns = n;
+  });
+}
+
+spora_status_t spora_device_queue_pending(const spora_device_queue_t* queue, size_t* out) {
+  return guard([&] {
+    const char* fn = "spora_device_queue_pending";
+    *need(out, fn, "out") = need(queue, fn, "queue")->q->pending();
+  });
+}
+
+spora_status_t spora_device_queue_free(spora_device_queue_t* queue) {
+  return guard([&] { delete queue; });
 }
 
 spora_status_t spora_image_decode(const void* data, size_t size, const char* name, spora_device_t* device,

@@ -69,11 +69,39 @@ std::unique_ptr<DeviceQueue::Slot> DeviceQueue::take_slot() {
   return s;
 }
 
-void DeviceQueue::issue(Row&& row) {
+namespace {
+std::vector<DeviceQueue::HostColumn> views_of(const Row& row) {
+  std::vector<DeviceQueue::HostColumn> v;
+  v.reserve(row.size());
+  for (const Column& c : row)
+    v.push_back({c.dtype, c.shape.data(), static_cast<int32_t>(c.shape.size()), c.bytes.data(), c.bytes.size()});
+  return v;
+}
+}  // namespace
+
+void DeviceQueue::issue(const std::vector<HostColumn>& columns, Row* owned) {
   const int64_t t0 = profiler::on() ? profiler::now_ns() : -1;
-  std::unique_ptr<Slot> s = take_slot();
+  // Checked before anything is enqueued: a refused batch leaves no copy behind.
+  std::vector<Shape> shapes;
   size_t total = 0;
-  for (const Column& c : row) total += aligned(c.bytes.size());
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const HostColumn& c = columns[i];
+    if (!dtype_valid(static_cast<int32_t>(c.dtype)))
+      fail(Code::kInvalidArgument, "[dataset] device queue: column {} has the unknown dtype value {}", i,
+           static_cast<int32_t>(c.dtype));
+    shapes.push_back(Shape::from(c.shape, c.ndim, "dataset device queue"));
+    const uint64_t n = static_cast<uint64_t>(shapes.back().numel());
+    if (n > (uint64_t{1} << 62) / dtype_size(c.dtype))
+      fail(Code::kInvalidArgument, "[dataset] device queue: column {} has the too large shape {}", i,
+           shapes.back().str());
+    const size_t want = static_cast<size_t>(n) * dtype_size(c.dtype);
+    if (c.bytes != want)
+      fail(Code::kInvalidArgument, "[dataset] device queue: column {} ({} {}) has {} bytes, expected {}", i,
+           dtype_name(c.dtype), shapes.back().str(), c.bytes, want);
+    if (c.bytes && !c.data) fail(Code::kInvalidArgument, "[dataset] device queue: column {} has no data", i);
+    total += aligned(c.bytes);
+  }
+  std::unique_ptr<Slot> s = take_slot();
   if (pinned_ && s->capacity < total) {
     if (s->staging) device_->host_free_pinned(s->staging);
     s->staging = nullptr;
@@ -81,8 +109,28 @@ void DeviceQueue::issue(Row&& row) {
     s->staging = device_->host_alloc_pinned(total);
     s->capacity = total;
   }
+  // Without pinned memory the copies read the host bytes until the event is
+  // reached: the slot keeps them (the pipeline's row, or a copy of the
+  // caller's columns).
+  std::vector<HostColumn> sent;
+  if (!pinned_) {
+    if (owned) {
+      s->row = std::move(*owned);
+    } else {
+      s->row.clear();
+      for (size_t i = 0; i < columns.size(); ++i) {
+        Column c;
+        c.dtype = columns[i].dtype;
+        c.shape.assign(columns[i].shape, columns[i].shape + columns[i].ndim);
+        const auto* b = static_cast<const uint8_t*>(columns[i].data);
+        c.bytes.assign(b, b + columns[i].bytes);
+        s->row.push_back(std::move(c));
+      }
+    }
+    sent = views_of(s->row);
+  }
   try {
-    stage_and_copy(*s, row);
+    stage_and_copy(*s, pinned_ ? columns : sent, shapes);
   } catch (...) {
     // Copies already enqueued may read the staging buffer: let them finish
     // before the slot (and its buffer) goes.
@@ -93,7 +141,6 @@ void DeviceQueue::issue(Row&& row) {
     }
     throw;
   }
-  if (!pinned_) s->row = std::move(row);  // read by the copies until the event is reached
   ++issued_;
   if (t0 >= 0)
     profiler::record_span(profiler::Track::kHost, "dataset", "device queue: copy batch " + std::to_string(issued_),
@@ -102,27 +149,40 @@ void DeviceQueue::issue(Row&& row) {
   ready_.push_back(std::move(s));
 }
 
-void DeviceQueue::stage_and_copy(Slot& s, const Row& row) {
+void DeviceQueue::stage_and_copy(Slot& s, const std::vector<HostColumn>& columns, const std::vector<Shape>& shapes) {
   size_t off = 0;
-  for (const Column& c : row) {
-    const Shape shape = Shape::from(c.shape.data(), static_cast<int32_t>(c.shape.size()), "dataset device queue");
-    Tensor t = make_tensor(device_, c.dtype, shape);
-    if (t.nbytes() != c.bytes.size())
-      fail(Code::kInternal, "[dataset] device queue: a column of shape {} has {} bytes, expected {}", shape.str(),
-           c.bytes.size(), t.nbytes());
-    if (!c.bytes.empty()) {
-      const void* src = c.bytes.data();
+  for (size_t i = 0; i < columns.size(); ++i) {
+    const HostColumn& c = columns[i];
+    Tensor t = make_tensor(device_, c.dtype, shapes[i]);
+    if (c.bytes) {
+      const void* src = c.data;
       if (pinned_) {
         void* dst = static_cast<char*>(s.staging) + off;
-        std::memcpy(dst, src, c.bytes.size());
+        std::memcpy(dst, src, c.bytes);
         src = dst;
-        off += aligned(c.bytes.size());
+        off += aligned(c.bytes);
       }
-      device_->copy_h2d_async(Device::Lane::kCopy, t.data(), src, c.bytes.size());
+      device_->copy_h2d_async(Device::Lane::kCopy, t.data(), src, c.bytes);
     }
     s.tensors.push_back(std::move(t));
   }
   device_->record(s.event, Device::Lane::kCopy);
+}
+
+void DeviceQueue::push(const std::vector<HostColumn>& columns) { issue(columns, nullptr); }
+
+size_t DeviceQueue::front_columns() const { return ready_.empty() ? 0 : ready_.front()->tensors.size(); }
+
+bool DeviceQueue::pop(std::vector<Tensor>& out) {
+  if (ready_.empty()) return false;
+  std::unique_ptr<Slot> s = std::move(ready_.front());
+  ready_.pop_front();
+  // Work the caller enqueues from now on runs after the batch arrived.
+  device_->wait(Device::Lane::kCompute, s->event);
+  out = std::move(s->tensors);
+  s->tensors.clear();
+  retiring_.push_back(std::move(s));
+  return true;
 }
 
 void DeviceQueue::fill(const Pull& pull, size_t ahead) {
@@ -133,7 +193,7 @@ void DeviceQueue::fill(const Pull& pull, size_t ahead) {
         ended_ = true;
         break;
       }
-      issue(std::move(r));
+      issue(views_of(r), &r);
     } catch (...) {
       // Raised once the batches before it are handed out.
       error_ = std::current_exception();
@@ -143,17 +203,10 @@ void DeviceQueue::fill(const Pull& pull, size_t ahead) {
 
 bool DeviceQueue::next(const Pull& pull, std::vector<Tensor>& out) {
   fill(pull, 1);
-  if (ready_.empty()) {
+  if (!pop(out)) {
     if (error_) std::rethrow_exception(error_);
     return false;
   }
-  std::unique_ptr<Slot> s = std::move(ready_.front());
-  ready_.pop_front();
-  // Work the caller enqueues from now on runs after the batch arrived.
-  device_->wait(Device::Lane::kCompute, s->event);
-  out = std::move(s->tensors);
-  s->tensors.clear();
-  retiring_.push_back(std::move(s));
   // The next batches' copies, overlapping the step the caller runs now.
   fill(pull, static_cast<size_t>(depth_));
   return true;

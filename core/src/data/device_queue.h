@@ -15,8 +15,13 @@
 // raised early: the batches before it are handed out first, then next()
 // raises it, at the batch that failed (and keeps raising it).
 //
+// Two ways in: next(pull) takes rows from a pipeline callback and keeps
+// `depth` batches copied ahead (the built-in pipelines' iterator); push()
+// and pop() let a caller that produces batches itself (the Python pipeline,
+// through spora_device_queue_*) decide how far ahead it copies.
+//
 // Only for devices with their own memory, async copies and events
-// (usable()); one consumer thread.
+// (usable()); one thread at a time.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -35,6 +40,14 @@ class DeviceQueue {
  public:
   // Produces the next row into its argument; false at the end.
   using Pull = std::function<bool(Row&)>;
+  // A column's host bytes, read only during push().
+  struct HostColumn {
+    DType dtype;
+    const int64_t* shape;
+    int32_t ndim;
+    const void* data;
+    size_t bytes;
+  };
 
   // A device of its own memory with async copies and events.
   static bool usable(Device* device);
@@ -48,6 +61,17 @@ class DeviceQueue {
   // The next batch's tensors (the compute stream waits for their copy), or
   // false at the end; then enqueues the copies of the following batches.
   bool next(const Pull& pull, std::vector<Tensor>& out);
+  // Enqueues one batch's copies; its bytes are staged (or copied) before
+  // this returns. A column whose byte count does not match its dtype and
+  // shape is an error, and then nothing is enqueued.
+  void push(const std::vector<HostColumn>& columns);
+  // The oldest pushed batch's tensors (the compute stream waits for their
+  // copy); false when none is queued.
+  bool pop(std::vector<Tensor>& out);
+  // Batches pushed (or copied ahead by next()) and not handed out yet.
+  size_t pending() const { return ready_.size(); }
+  // The column count of the batch pop() hands out next (0 when none).
+  size_t front_columns() const;
   // Takes effect at the next call (batches already enqueued stay).
   void set_depth(int32_t depth) { depth_ = depth < 1 ? 1 : depth; }
   // Batches whose copies were enqueued so far (tests: the copy of batch k+1
@@ -57,8 +81,8 @@ class DeviceQueue {
  private:
   struct Slot;
   void fill(const Pull& pull, size_t ahead);
-  void issue(Row&& row);
-  void stage_and_copy(Slot& slot, const Row& row);
+  void issue(const std::vector<HostColumn>& columns, Row* owned);
+  void stage_and_copy(Slot& slot, const std::vector<HostColumn>& columns, const std::vector<Shape>& shapes);
   std::unique_ptr<Slot> take_slot();
 
   Device* device_;

@@ -1,16 +1,23 @@
 // spora._C data pipeline objects over spora_dataset_* (what spora.dataset
 // builds on): Dataset (an immutable description), Transform, and the
-// iterator yielding tuples of Tensors. Waiting for a batch releases the GIL,
-// so the pipeline's producer and workers run while Python trains.
+// iterator yielding tuples of Tensors, and DeviceQueue (spora_device_queue_*),
+// which copies the batches of the Python half of a pipeline to the device
+// ahead of the step. Waiting for a batch releases the GIL, so the pipeline's
+// producer and workers run while Python trains.
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <deque>
 #include <memory>
 
 #include "common.h"
 
 namespace spora_py {
+
+spora_dtype_t from_dl_dtype(nb::dlpack::dtype t);  // tensor.cpp
+
 namespace {
 
 struct PyDataset {
@@ -34,6 +41,21 @@ struct PyDatasetIter {
     spora_dataset_iter_free(it);
   }
 };
+
+struct PyDeviceQueue {
+  spora_device_queue_t* q = nullptr;
+  std::deque<size_t> columns;  // of each batch queued, oldest first
+  PyDeviceQueue() = default;
+  PyDeviceQueue(const PyDeviceQueue&) = delete;
+  PyDeviceQueue& operator=(const PyDeviceQueue&) = delete;
+  ~PyDeviceQueue() {
+    // Freeing waits for the copies in flight.
+    nb::gil_scoped_release unlocked;
+    spora_device_queue_free(q);
+  }
+};
+
+using HostArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 
 template <class F>
 PyDataset step(F&& f) {
@@ -94,6 +116,77 @@ void bind_dataset(nb::module_& m) {
         for (spora_tensor_t* t : out) l.append(wrap_handle(t));
         return nb::tuple(l);
       });
+
+  nb::class_<PyDeviceQueue>(m, "DeviceQueue",
+                            "Batches copied to a device ahead of the step (spora_device_queue_*): push() "
+                            "enqueues a batch's copies on the device's copy stream, pop() hands out the oldest.")
+      .def(
+          "push",
+          [](PyDeviceQueue& self, const std::vector<HostArray>& columns) {
+            const size_t n = columns.size();
+            std::vector<spora_dtype_t> dtypes(n);
+            std::vector<std::vector<int64_t>> shapes(n);
+            std::vector<const int64_t*> shape_ptrs(n);
+            std::vector<int32_t> ndims(n);
+            std::vector<const void*> data(n);
+            std::vector<size_t> bytes(n);
+            for (size_t i = 0; i < n; ++i) {
+              const HostArray& a = columns[i];
+              dtypes[i] = from_dl_dtype(a.dtype());
+              if (dtypes[i] == SPORA_DTYPE_INVALID)
+                raise_type_error("[dataset] device queue: column " + std::to_string(i) + " has an unsupported dtype");
+              for (size_t d = 0; d < a.ndim(); ++d) shapes[i].push_back(static_cast<int64_t>(a.shape(d)));
+              shape_ptrs[i] = shapes[i].data();
+              ndims[i] = static_cast<int32_t>(a.ndim());
+              data[i] = a.size() ? a.data() : nullptr;
+              bytes[i] = a.size() ? a.nbytes() : 0;
+            }
+            spora_status_t s;
+            {
+              // `columns` keeps the arrays alive; the push copies their bytes.
+              nb::gil_scoped_release unlocked;
+              s = spora_device_queue_push(self.q, dtypes.data(), shape_ptrs.data(), ndims.data(), data.data(),
+                                          bytes.data(), n);
+            }
+            check(s, false);
+            self.columns.push_back(n);
+          },
+          nb::arg("columns"))
+      .def("pop",
+           [](PyDeviceQueue& self) {
+             if (self.columns.empty()) raise_value_error("[dataset] device queue: no batch is queued");
+             std::vector<spora_tensor_t*> out(self.columns.front(), nullptr);
+             size_t n = 0;
+             spora_status_t s;
+             {
+               nb::gil_scoped_release unlocked;
+               s = spora_device_queue_pop(self.q, out.data(), out.size(), &n);
+             }
+             check(s, false);
+             self.columns.pop_front();
+             nb::list l;
+             for (size_t i = 0; i < n; ++i) l.append(wrap_handle(out[i]));
+             return nb::tuple(l);
+           })
+      .def_prop_ro("pending", [](const PyDeviceQueue& self) {
+        size_t n = 0;
+        check(spora_device_queue_pending(self.q, &n), false);
+        return n;
+      });
+
+  m.def(
+      "device_queue",
+      [](const std::string& device) -> nb::object {
+        spora_device_t* dev = device.empty() ? default_device() : find_device(device);
+        spora_device_queue_t* q = nullptr;
+        check(spora_device_queue_create(dev, &q), true);
+        if (!q) return nb::none();
+        auto p = std::make_unique<PyDeviceQueue>();
+        p->q = q;
+        return nb::cast(p.release(), nb::rv_policy::take_ownership);
+      },
+      nb::arg("device"),
+      "A DeviceQueue for `device` ('' : the default device), or None where the device shares host memory.");
 
   nb::class_<PyDataset>(m, "Dataset", "An immutable data pipeline description (spora_dataset_t).")
       .def_static(

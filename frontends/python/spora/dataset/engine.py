@@ -16,7 +16,15 @@ same seed and the same calls see the same data, for any worker count.
 Iterating a Dataset (`for row in ds`, create_tuple_iterator(),
 create_dict_iterator()) yields spora Tensors (lists of them; dicts), NumPy
 arrays with output_numpy=True, as in MindSpore.
+
+Device queue. On a device with its own memory, the rows handed out are
+already there: when a loop takes row k, the host->device copies of the next
+config.get_device_queue_size() rows are enqueued on the device's copy
+stream (the C++ iterator does it for a C++ pipeline; _device_queued below
+for a Python one, through spora._C.DeviceQueue).
 """
+import collections
+
 import numpy as np
 
 from . import config
@@ -59,6 +67,72 @@ def _tensor_of(name, a):
                         "float64, float16, int32, int64, uint8, bool): map transforms.TypeCast(np.int32) (or "
                         "another) onto it, or iterate with output_numpy=True")
     return Tensor(a if a.flags.c_contiguous else a.copy())
+
+
+_QUEUED = object()  # marks a column value that comes from the device queue
+
+
+def _device_queued(rows, names, want, device, depth):
+    """The Tensor rows of a Python pipeline's NumPy `rows`, the columns in
+    `want` copied to `device` ahead of the caller: when row k is handed out,
+    the copies of rows k+1..k+depth are already enqueued on the device's
+    copy stream (spora_device_queue_push), so they run while the caller's
+    step on row k runs; the device work the caller enqueues after taking a
+    row waits for its copies (an event), the host does not. Rows are taken
+    from `rows` on this thread, so no Python code runs anywhere else than
+    without the queue. Columns the queue does not carry (strings, unread
+    ones) are made as without it. An error met while looking ahead (raised
+    by the user's function, or a column Tensors cannot hold) is raised once
+    the rows before it are handed out, as the same exception object, so it
+    reaches the loop at the row that failed with its traceback; interrupts
+    (KeyboardInterrupt, SystemExit) are not held back."""
+    from .. import _C
+    q = _C.device_queue(device)
+    if q is None:  # the device shares host memory: nothing to copy ahead
+        for row in rows:
+            yield tuple(_tensor_of(n, a) if i in want else a for i, (n, a) in enumerate(zip(names, row)))
+        return
+    held = collections.deque()  # per row on the queue: its values, _QUEUED where the queue has them
+    error = None
+    ended = False
+
+    def fill(ahead):
+        nonlocal error, ended
+        while not ended and error is None and len(held) < ahead:
+            try:
+                row = next(rows)
+                values, columns = [], []
+                for i, (n, a) in enumerate(zip(names, row)):
+                    if i in want and isinstance(a, np.ndarray) and a.dtype in _TENSOR_NP:
+                        columns.append(a if a.flags.c_contiguous else a.copy())
+                        values.append(_QUEUED)
+                    else:
+                        values.append(_tensor_of(n, a) if i in want else a)
+                q.push(columns)
+            except StopIteration:
+                ended = True
+                return
+            except Exception as e:  # noqa: BLE001 - raised at its row, below
+                error = e
+                return
+            held.append(values)
+
+    try:
+        while True:
+            fill(1)
+            if not held:
+                if error is not None:
+                    raise error
+                return
+            values = held.popleft()
+            tensors = iter(q.pop())
+            out = tuple(next(tensors) if v is _QUEUED else v for v in values)
+            # The next rows' copies, overlapping the step the caller runs on this one.
+            fill(depth)
+            yield out
+    finally:
+        if hasattr(rows, "close"):
+            rows.close()
 
 
 class Dataset:
@@ -260,6 +334,9 @@ class Dataset:
             return rows
         names = self._node.names
         want = set(range(len(names)) if pick is None else pick)
+        depth = config.get_device_queue_size()
+        if depth:
+            return _device_queued(rows, names, want, device, depth)
         return (tuple(_tensor_of(n, a) if i in want else a for i, (n, a) in enumerate(zip(names, row)))
                 for row in rows)
 
