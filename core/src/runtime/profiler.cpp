@@ -1,12 +1,15 @@
 // The profiler's session: what it records, thread ids, the plugin trace hooks
 // and user ranges (profiler.h).
 #include "runtime/profiler.h"
+#include "runtime/profiler_session.h"
 
 #include <pthread.h>
 
 #include <chrono>
-#include <deque>
+#include <functional>
+#include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 
 #include "support/error.h"
@@ -16,36 +19,26 @@ namespace spora::profiler {
 namespace detail {
 std::atomic<bool> active{false};
 thread_local int tl_open_ops = 0;
-}  // namespace detail
-
-namespace {
-
-// A long session keeps at most this many events (~100 bytes each); later
-// ones are counted, not kept, so a forgotten profiler cannot eat the host.
-constexpr size_t kMaxEvents = size_t{8} << 20;
-
-// An open span of a hook or a user range.
-struct Open {
-  Track track;
-  uint32_t tid;
-  int64_t ts;
-  std::string cat, name;
-  int64_t queued_ns = -1;  // >= 0: the span a hand-off led to, queued this long
-};
-
-struct Session {
-  std::mutex mu;
-  int64_t start_ns = 0;
-  std::deque<Event> events;  // a deque: growing never moves what was recorded
-  uint64_t dropped = 0;
-  std::unordered_map<uint64_t, Open> open;
-  std::unordered_map<uint32_t, std::string> threads;  // tids seen this session
-};
 
 Session& session() {
   static auto* s = new Session;  // never destroyed: plugin threads may record during exit
   return *s;
 }
+}  // namespace detail
+
+using detail::Args;
+using detail::kEmpty;
+using detail::kFlow;
+using detail::kLaunch;
+using detail::kMaxEvents;
+using detail::kMaxOpen;
+using detail::Open;
+using detail::Rec;
+using detail::Session;
+using detail::session;
+
+namespace {
+
 
 std::atomic<uint32_t> g_next_tid{1};
 // Ids of hook spans and ranges; the top bit tells them from the trace-log
@@ -59,6 +52,7 @@ struct Pending {
   int64_t queued_ns = 0;
 };
 thread_local Pending tl_pending;
+thread_local uint64_t tl_named_generation = 0;  // the session this thread's name went into
 
 std::string thread_name() {
   char buf[32] = {};
@@ -66,23 +60,55 @@ std::string thread_name() {
   return buf;
 }
 
-// Appends under s.mu, registering the thread's name on its first event.
-void push(Session& s, Event e) {
+// Appends under s.mu (false past the cap), registering the calling thread's
+// name with its first event of the session.
+bool push(Session& s, const Rec& r) {
   if (s.events.size() >= kMaxEvents) {
     ++s.dropped;
-    return;
+    return false;
   }
-  if (!s.threads.count(e.tid) && e.tid == this_thread_id()) s.threads[e.tid] = thread_name();
-  s.events.push_back(std::move(e));
+  if (tl_named_generation != s.generation && r.tid == this_thread_id()) {
+    s.threads.emplace(r.tid, thread_name());
+    tl_named_generation = s.generation;
+  }
+  s.events.push_back(r);
+  return true;
+}
+
+Rec flow_rec(char ph, Track track, uint32_t tid, int64_t ts, uint64_t flow) {
+  Rec r;
+  r.ph = ph;
+  r.track = track;
+  r.tid = tid;
+  r.ts = ts;
+  r.flow = flow;
+  r.name = kLaunch;
+  r.cat = kFlow;
+  return r;
 }
 
 // "sim.kernel" -> "kernel".
-std::string kind_of(const std::string& cat) {
+std::string_view kind_of(std::string_view cat) {
   const size_t dot = cat.rfind('.');
-  return dot == std::string::npos ? cat : cat.substr(dot + 1);
+  return dot == std::string_view::npos ? cat : cat.substr(dot + 1);
 }
 
 }  // namespace
+
+void IoArgs::add(bool output, int32_t dtype, const int64_t* dims, int32_t rank) {
+  const size_t need = n_ + 1 + static_cast<size_t>(rank > 0 ? rank : 0);
+  if (need > kInline && heap_.empty()) heap_.assign(inline_, inline_ + n_);
+  int64_t* w;
+  if (!heap_.empty() || need > kInline) {
+    heap_.resize(need);
+    w = heap_.data();
+  } else {
+    w = inline_;
+  }
+  w[n_++] = (output ? 1 : 0) | (static_cast<int64_t>(dtype & 0x7fff) << 1) |
+            (static_cast<int64_t>(rank > 0 ? rank & 0xffff : 0) << 16);
+  for (int32_t i = 0; i < rank; ++i) w[n_++] = dims[i];
+}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -98,10 +124,17 @@ void start() {
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mu);
   if (detail::active.load()) fail(Code::kInvalidArgument, "[profiler] a session already runs; stop it first");
-  std::deque<Event>().swap(s.events);
+  s.events.clear();
+  s.words.clear();
+  s.texts.clear();
+  s.strings.clear();
   s.open.clear();
   s.threads.clear();
   s.dropped = 0;
+  s.strings.id("");
+  s.strings.id("launch");
+  s.strings.id("flow");
+  ++s.generation;
   s.start_ns = now_ns();
   detail::active.store(true);
 }
@@ -116,46 +149,61 @@ void stop() {
 
 bool running() { return on(); }
 
-Snapshot snapshot() {
-  Session& s = session();
-  std::lock_guard<std::mutex> lock(s.mu);
-  Snapshot out;
-  out.start_ns = s.start_ns;
-  out.events.assign(s.events.begin(), s.events.end());
-  out.dropped = s.dropped;
-  for (const auto& [tid, name] : s.threads) out.threads.emplace_back(tid, name);
-  return out;
-}
-
 void record_span(Track track, const char* cat, std::string name, int64_t t0_ns, int64_t t1_ns, std::string args) {
   if (!on()) return;
-  Event e;
-  e.track = track;
-  e.tid = this_thread_id();
-  e.ts = t0_ns;
-  e.dur = t1_ns - t0_ns;
-  e.cat = cat ? cat : "";
-  e.name = std::move(name);
-  e.args = std::move(args);
+  Rec r;
+  r.track = track;
+  r.tid = this_thread_id();
+  r.dur = t1_ns - t0_ns;
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mu);
-  e.ts -= s.start_ns;
-  push(s, std::move(e));
+  r.ts = t0_ns - s.start_ns;
+  r.name = s.strings.id(name);
+  r.cat = cat ? s.strings.id(cat) : kEmpty;
+  if (!args.empty()) {
+    r.args = Args::kText;
+    r.arg = s.texts.size();
+  }
+  if (push(s, r) && !args.empty()) s.texts.push_back(std::move(args));
 }
 
-void record_counter(std::string name, int64_t ts_ns, std::string args) {
+void record_memory(const std::string& device, int64_t ts_ns, int64_t allocated, int64_t reserved) {
   if (!on()) return;
-  Event e;
-  e.ph = 'C';
-  e.tid = this_thread_id();
-  e.ts = ts_ns;
-  e.name = std::move(name);
-  e.cat = "memory";
-  e.args = std::move(args);
+  Rec r;
+  r.ph = 'C';
+  r.tid = this_thread_id();
+  r.args = Args::kMemory;
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mu);
-  e.ts -= s.start_ns;
-  push(s, std::move(e));
+  r.ts = ts_ns - s.start_ns;
+  r.name = s.strings.id("memory " + device);
+  r.cat = s.strings.id("memory");
+  r.arg = s.words.size();
+  if (!push(s, r)) return;
+  s.words.push_back(allocated);
+  s.words.push_back(reserved);
+}
+
+void record_op_span(const char* cat, const std::string& op, int64_t t0_ns, int64_t t1_ns, const IoArgs& io,
+                    const std::string* device, const char* file, int32_t line) {
+  if (!on()) return;
+  Rec r;
+  r.tid = this_thread_id();
+  r.dur = t1_ns - t0_ns;
+  r.args = Args::kOp;
+  Session& s = session();
+  std::lock_guard<std::mutex> lock(s.mu);
+  r.ts = t0_ns - s.start_ns;
+  r.name = s.strings.id(op);
+  r.cat = cat ? s.strings.id(cat) : kEmpty;
+  r.arg = s.words.size();
+  if (!push(s, r)) return;
+  s.words.push_back(device ? int64_t{s.strings.id(*device)} + 1 : 0);
+  s.words.push_back(file && *file ? int64_t{s.strings.id(file)} + 1 : 0);
+  s.words.push_back(line);
+  s.words.push_back(static_cast<int64_t>(io.size()));
+  const int64_t* w = io.words();
+  for (size_t i = 0; i < io.size(); ++i) s.words.push_back(w[i]);
 }
 
 namespace {
@@ -164,25 +212,20 @@ uint64_t open_span(Track track, const char* category, const char* name) {
   if (!on()) return 0;
   const int64_t t = now_ns();
   const uint64_t id = g_next_span.fetch_add(1, std::memory_order_relaxed) | kSpanBit;
-  Open o{track, this_thread_id(), t, category ? category : "", name ? name : ""};
+  const uint32_t tid = this_thread_id();
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!detail::active.load(std::memory_order_relaxed)) return 0;
+  Open o{id, track, tid, t, s.strings.id(category ? category : ""), s.strings.id(name ? name : "")};
   if (track == Track::kDevice && tl_pending.flow) {
     // The work a hand-off led to starts here: the arrow ends on this span.
-    Event f;
-    f.ph = 'f';
-    f.track = Track::kDevice;
-    f.tid = o.tid;
-    f.ts = t - s.start_ns;
-    f.flow = tl_pending.flow;
-    f.name = "launch";
-    f.cat = "flow";
-    push(s, std::move(f));
+    push(s, flow_rec('f', Track::kDevice, tid, t - s.start_ns, tl_pending.flow));
     o.queued_ns = tl_pending.queued_ns;
     tl_pending = {};
   }
-  s.open.emplace(id, std::move(o));
+  // A plugin that never ends its spans must not grow this without bound.
+  if (s.open.size() >= kMaxOpen) s.open.erase(s.open.begin());
+  s.open.push_back(o);
   return id;
 }
 
@@ -192,54 +235,38 @@ void close_span(uint64_t id, Track want) {
   const uint32_t tid = this_thread_id();
   Session& s = session();
   std::lock_guard<std::mutex> lock(s.mu);
-  auto it = s.open.find(id);
-  if (it == s.open.end() || it->second.track != want) return;
-  Open o = std::move(it->second);
-  s.open.erase(it);
+  auto it = s.open.end();
+  while (it != s.open.begin() && (it - 1)->id != id) --it;
+  if (it == s.open.begin() || (it - 1)->track != want) return;
+  const Open o = *(it - 1);
+  s.open.erase(it - 1);
   if (!detail::active.load(std::memory_order_relaxed)) return;
-  std::string args;
-  if (o.queued_ns >= 0) args = "\"queued_us\":" + std::to_string(static_cast<double>(o.queued_ns) / 1000.0);
   if (o.tid != tid && o.track == Track::kDevice) {
     // A hand-off: the arrow starts inside the host span that queued it.
-    Event st;
-    st.ph = 's';
-    st.track = Track::kHost;
-    st.tid = o.tid;
-    st.ts = o.ts - s.start_ns;
-    st.flow = id & ~kSpanBit;
-    st.name = "launch";
-    st.cat = "flow";
-    push(s, std::move(st));
+    push(s, flow_rec('s', Track::kHost, o.tid, o.ts - s.start_ns, id & ~kSpanBit));
     tl_pending = {id & ~kSpanBit, t - o.ts};
     return;
   }
-  Event e;
-  e.track = o.track;
-  e.tid = o.tid;
-  e.ts = o.ts - s.start_ns;
-  e.dur = t - o.ts;
-  e.name = std::move(o.name);
-  e.args = std::move(args);
-  if (o.track == Track::kDevice && o.queued_ns < 0 && detail::tl_open_ops > 0 && kind_of(o.cat) == "kernel") {
+  Rec r;
+  r.track = o.track;
+  r.tid = o.tid;
+  r.ts = o.ts - s.start_ns;
+  r.dur = t - o.ts;
+  r.name = o.name;
+  r.cat = o.cat;
+  if (o.queued_ns >= 0) {
+    r.args = Args::kQueued;
+    r.arg = static_cast<uint64_t>(o.queued_ns);
+  }
+  if (o.track == Track::kDevice && o.queued_ns < 0 && detail::tl_open_ops > 0 &&
+      kind_of(s.strings.str(o.cat)) == "kernel") {
     // Inline work (the cpu plugin): the arrow joins the caller's op span
     // and the kernel span, both on this thread.
     const uint64_t flow = id & ~kSpanBit;
-    Event st;
-    st.ph = 's';
-    st.track = Track::kHost;
-    st.tid = tid;
-    st.ts = e.ts;
-    st.flow = flow;
-    st.name = "launch";
-    st.cat = "flow";
-    Event f = st;
-    f.ph = 'f';
-    f.track = Track::kDevice;
-    push(s, std::move(st));
-    push(s, std::move(f));
+    push(s, flow_rec('s', Track::kHost, tid, r.ts, flow));
+    push(s, flow_rec('f', Track::kDevice, tid, r.ts, flow));
   }
-  e.cat = std::move(o.cat);
-  push(s, std::move(e));
+  push(s, r);
 }
 
 }  // namespace

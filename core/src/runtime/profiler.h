@@ -19,7 +19,13 @@
 //
 // Cost when no session runs: on() is one relaxed load, tested once per op
 // (OpTimer); nothing else is touched. While it runs, each record takes one
-// process-wide mutex (uncontended in a single-threaded training loop).
+// process-wide mutex (uncontended in a single-threaded training loop) and
+// appends a fixed-size record: names are interned, an op's dtypes, shapes,
+// device and source line are stored as numbers, and nothing is formatted or
+// allocated per event until the trace is read (snapshot()). The recording
+// thread's extra time sits between kernels, where it delays the other
+// threads of the next parallel region, so it costs more wall time than its
+// own CPU share (bench/README.md, "Profiler overhead").
 //
 // Threads: every function may be called from any thread.
 #pragma once
@@ -39,6 +45,8 @@ namespace detail {
 extern std::atomic<bool> active;
 extern thread_local int tl_open_ops;  // armed OpTimers alive on this thread
 }  // namespace detail
+
+class IoArgs;
 
 // True while a session records.
 inline bool on() { return detail::active.load(std::memory_order_relaxed); }
@@ -86,8 +94,13 @@ uint32_t this_thread_id();
 
 // Records a complete span on the calling thread. Does nothing when off.
 void record_span(Track track, const char* cat, std::string name, int64_t t0_ns, int64_t t1_ns, std::string args);
-// Records a counter sample (e.g. "memory sim:0" with allocated/reserved).
-void record_counter(std::string name, int64_t ts_ns, std::string args);
+// Records a memory counter sample: track "memory <device>", allocated and
+// reserved bytes.
+void record_memory(const std::string& device, int64_t ts_ns, int64_t allocated, int64_t reserved);
+// Records an op span (record_op below, once its device is known): `device`
+// may be null, `file` null or "" when the source line is unknown.
+void record_op_span(const char* cat, const std::string& op, int64_t t0_ns, int64_t t1_ns, const IoArgs& io,
+                    const std::string* device, const char* file, int32_t line);
 
 // ---- trace hooks of the host services (host_services.cpp) ----
 // Begins a span for a plugin: returns its id, or 0 when off. `category` is
@@ -128,18 +141,24 @@ class OpTimer {
   int64_t t0_;
 };
 
-// An op's inputs and outputs for its span's args, each as its dtype and
-// shape ("f32[128,784]").
+// An op's inputs and outputs for its span's args: each one's dtype and
+// shape, kept as numbers (no strings, no heap for the usual few operands) and
+// formatted ("f32[128,784]") only when the trace is read.
 class IoArgs {
  public:
-  void input(int32_t dtype, const int64_t* dims, int32_t rank) { add(in_, dtype, dims, rank); }
-  void output(int32_t dtype, const int64_t* dims, int32_t rank) { add(out_, dtype, dims, rank); }
-  // "inputs":[...],"outputs":[...]
-  std::string json() const;
+  void input(int32_t dtype, const int64_t* dims, int32_t rank) { add(false, dtype, dims, rank); }
+  void output(int32_t dtype, const int64_t* dims, int32_t rank) { add(true, dtype, dims, rank); }
+  // Per operand: a header word (bit 0 output, bits 1-15 dtype, bits 16-31
+  // rank), then its rank dims.
+  const int64_t* words() const { return heap_.empty() ? inline_ : heap_.data(); }
+  size_t size() const { return n_; }
 
  private:
-  static void add(std::string& list, int32_t dtype, const int64_t* dims, int32_t rank);
-  std::string in_, out_;
+  void add(bool output, int32_t dtype, const int64_t* dims, int32_t rank);
+  static constexpr size_t kInline = 48;
+  int64_t inline_[kInline];
+  std::vector<int64_t> heap_;  // once the operands outgrow inline_
+  size_t n_ = 0;
 };
 // Records an op span from `t0_ns` to now on the calling thread's host track,
 // with `io`, `device` (for the memory counter; may be null) and the source

@@ -1,6 +1,6 @@
 // The profiler's op, collective and memory records (profiler.h).
 #include <mutex>
-#include <unordered_map>
+#include <vector>
 
 #include "runtime/device.h"
 #include "runtime/profiler.h"
@@ -19,10 +19,18 @@ constexpr int64_t kMemorySampleNs = 100 * 1000;
 struct MemorySampler {
   std::mutex mu;
   struct State {
+    const Device* device;
     int64_t last = -1;
     bool unsupported = false;
   };
-  std::unordered_map<const Device*, State> devices;
+  std::vector<State> devices;  // a handful: searched, not hashed
+
+  State& of(const Device* d) {
+    for (State& s : devices)
+      if (s.device == d) return s;
+    devices.push_back({d});
+    return devices.back();
+  }
 };
 
 MemorySampler& sampler() {
@@ -34,7 +42,7 @@ void sample_memory(Device* device, int64_t now) {
   MemorySampler& m = sampler();
   {
     std::lock_guard<std::mutex> lock(m.mu);
-    MemorySampler::State& st = m.devices[device];
+    MemorySampler::State& st = m.of(device);
     if (st.unsupported || (st.last >= 0 && now - st.last < kMemorySampleNs && now >= st.last)) return;
     st.last = now;
   }
@@ -43,36 +51,18 @@ void sample_memory(Device* device, int64_t now) {
     stats = device->memory_stats();
   } catch (const Error&) {  // a plugin without statistics (ABI 1.0): no counter
     std::lock_guard<std::mutex> lock(m.mu);
-    m.devices[device].unsupported = true;
+    m.of(device).unsupported = true;
     return;
   }
-  record_counter("memory " + device->name(), now,
-                 "\"allocated\":" + std::to_string(stats.allocated) +
-                     ",\"reserved\":" + std::to_string(stats.reserved));
+  record_memory(device->name(), now, static_cast<int64_t>(stats.allocated), static_cast<int64_t>(stats.reserved));
 }
 
 }  // namespace
 
-void IoArgs::add(std::string& list, int32_t dtype, const int64_t* dims, int32_t rank) {
-  list += list.empty() ? "\"" : ",\"";
-  list += dtype_name(static_cast<DType>(dtype));  // plain ASCII: nothing to escape
-  list += '[';
-  for (int32_t i = 0; i < rank; ++i) {
-    if (i) list += ',';
-    list += std::to_string(dims[i]);
-  }
-  list += "]\"";
-}
-
-std::string IoArgs::json() const { return "\"inputs\":[" + in_ + "],\"outputs\":[" + out_ + ']'; }
-
 void record_op(const char* cat, const std::string& op, int64_t t0_ns, const IoArgs& io, Device* device,
                const char* file, int32_t line) {
   const int64_t t1 = now_ns();
-  std::string args = io.json();
-  if (device) args += ",\"device\":\"" + json_escape(device->name()) + '"';
-  if (file && *file) args += ",\"source\":\"" + json_escape(std::string(file) + ':' + std::to_string(line)) + '"';
-  record_span(Track::kHost, cat, op, t0_ns, t1, std::move(args));
+  record_op_span(cat, op, t0_ns, t1, io, device ? &device->name() : nullptr, file, line);
   if (device) sample_memory(device, t1);
 }
 

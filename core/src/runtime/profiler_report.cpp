@@ -8,7 +8,9 @@
 #include <fstream>
 #include <map>
 
+#include "ir/dtype.h"
 #include "runtime/profiler.h"
+#include "runtime/profiler_session.h"
 #include "support/error.h"
 
 namespace spora::profiler {
@@ -33,6 +35,50 @@ std::string json_escape(const std::string& s) {
 }
 
 namespace {
+
+using detail::Args;
+using detail::Rec;
+using detail::Session;
+
+// "f32[128,784]" for each operand of an op's words, as two JSON lists.
+std::string io_json(const Session& s, size_t at, size_t n) {
+  std::string in, out;
+  for (size_t end = at + n; at < end;) {
+    const int64_t head = s.words[at++];
+    std::string& list = (head & 1) ? out : in;
+    list += list.empty() ? "\"" : ",\"";
+    list += dtype_name(static_cast<DType>((head >> 1) & 0x7fff));
+    list += '[';
+    const int64_t rank = (head >> 16) & 0xffff;
+    for (int64_t i = 0; i < rank && at < end; ++i) {
+      if (i) list += ',';
+      list += std::to_string(s.words[at++]);
+    }
+    list += "]\"";
+  }
+  return "\"inputs\":[" + in + "],\"outputs\":[" + out + ']';
+}
+
+std::string args_json(const Session& s, const Rec& r) {
+  switch (r.args) {
+    case Args::kNone: return {};
+    case Args::kText: return s.texts[r.arg];
+    case Args::kQueued: return "\"queued_us\":" + std::to_string(static_cast<double>(r.arg) / 1000.0);
+    case Args::kMemory:
+      return "\"allocated\":" + std::to_string(s.words[r.arg]) + ",\"reserved\":" + std::to_string(s.words[r.arg + 1]);
+    case Args::kOp: {
+      const int64_t device = s.words[r.arg], file = s.words[r.arg + 1], line = s.words[r.arg + 2];
+      const size_t n = static_cast<size_t>(s.words[r.arg + 3]);
+      std::string out = io_json(s, r.arg + 4, n);
+      if (device) out += ",\"device\":\"" + json_escape(s.strings.str(static_cast<uint32_t>(device - 1))) + '"';
+      if (file)
+        out += ",\"source\":\"" +
+               json_escape(s.strings.str(static_cast<uint32_t>(file - 1)) + ':' + std::to_string(line)) + '"';
+      return out;
+    }
+  }
+  return {};
+}
 
 // Trace-event timestamps are microseconds; ns precision kept as decimals.
 std::string us(int64_t ns) {
@@ -136,6 +182,31 @@ std::string table(const std::map<std::string, Row>& rows, bool with_self) {
 bool is_op(const std::string& cat) { return cat == "op" || cat == "node"; }
 
 }  // namespace
+
+Snapshot snapshot() {
+  Session& s = detail::session();
+  std::lock_guard<std::mutex> lock(s.mu);
+  Snapshot out;
+  out.start_ns = s.start_ns;
+  out.events.reserve(s.events.size());
+  for (size_t i = 0; i < s.events.size(); ++i) {
+    const Rec& r = s.events[i];
+    Event e;
+    e.ph = r.ph;
+    e.track = r.track;
+    e.tid = r.tid;
+    e.ts = r.ts;
+    e.dur = r.dur;
+    e.flow = r.flow;
+    e.name = s.strings.str(r.name);
+    e.cat = s.strings.str(r.cat);
+    e.args = args_json(s, r);
+    out.events.push_back(std::move(e));
+  }
+  out.dropped = s.dropped;
+  for (const auto& [tid, name] : s.threads) out.threads.emplace_back(tid, name);
+  return out;
+}
 
 void write_trace(const std::string& path) {
   const Snapshot s = snapshot();

@@ -118,6 +118,32 @@ static bool internal_file(const char* f) {
   return false;
 }
 
+// PyFrame_GetLineNumber scans the code object's line table on each call --
+// the largest single cost of a profiled eager op. A frame at the same
+// instruction of the same code has the same line, so remember the last few
+// (code, instruction) pairs. Entries hold a reference to their code object,
+// so a freed one's address cannot come back as a false hit. GIL held.
+static int frame_line(PyFrameObject* f, PyCodeObject* code) {
+#if PY_VERSION_HEX >= 0x030B0000
+  struct Entry {
+    PyCodeObject* code = nullptr;
+    int lasti = -1, line = 0;
+  };
+  static Entry cache[256];
+  const int lasti = PyFrame_GetLasti(f);
+  Entry& e = cache[((reinterpret_cast<uintptr_t>(code) >> 4) ^ static_cast<uintptr_t>(lasti)) & 255];
+  if (e.code == code && e.lasti == lasti) return e.line;
+  const int line = PyFrame_GetLineNumber(f);
+  Py_INCREF(code);
+  Py_XDECREF(e.code);
+  e = {code, lasti, line};
+  return line;
+#else
+  (void)code;
+  return PyFrame_GetLineNumber(f);
+#endif
+}
+
 bool user_location(std::string* file, int* line) {
   PyFrameObject* f = PyEval_GetFrame();  // borrowed
   Py_XINCREF(f);
@@ -128,7 +154,7 @@ bool user_location(std::string* file, int* line) {
     const char* s = fn ? PyUnicode_AsUTF8(fn) : nullptr;
     if (s && !internal_file(s)) {
       *file = s;
-      *line = PyFrame_GetLineNumber(f);
+      *line = frame_line(f, code);
       found = true;
     }
     Py_DECREF(code);
