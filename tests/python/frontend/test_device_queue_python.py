@@ -222,3 +222,28 @@ def test_stopping_early_and_starting_again(queue_size):
             break  # three batches copied ahead are dropped with the queue
     got = np.concatenate([bx.asnumpy() for bx, _ in d])
     np.testing.assert_array_equal(got, x * np.float32(0.5))
+
+
+def test_kernels_wait_for_the_copy_and_staging_waits_for_its_copy():
+    """spora._C.DeviceQueue directly, with nothing between push and use. Under ctest the sim device
+    runs SPORA_SIM_LAG_US behind the host, so a copy has not run yet when the host goes on: a kernel
+    enqueued after pop() sees the batch only because the compute stream waits for its event (the
+    host waits for the compute stream alone here, which does not hurry the copy stream), and a
+    staging buffer refilled before its copy ran would change the batch that copy was sending."""
+    from spora import _C, ops, runtime
+    spora.set_device("sim:0")
+    q = _C.device_queue("")
+    for b in range(1, 21):
+        q.push([np.full((1000,), b, np.float32)])
+        (t,) = q.pop()
+        y = ops.relu(t)
+        runtime.synchronize()  # the compute stream only
+        np.testing.assert_array_equal(y.asnumpy(), np.full((1000,), b, np.float32), err_msg=f"batch {b}")
+    got = []
+    for b in range(8):  # staging buffers are reused from the third batch on
+        q.push([np.full((1000,), b, np.int32)])
+        got.append(q.pop()[0])
+    assert q.pending == 0
+    for b, t in enumerate(got):
+        np.testing.assert_array_equal(t.asnumpy(), np.full((1000,), b, np.int32), err_msg=f"batch {b}")
+    assert _C.device_queue("cpu") is None
