@@ -1,11 +1,13 @@
 """conv_pool_fusion on and off, interleaved (issue 19 line 1, docs/cpu-layouts.md).
 
     python bench/bench_conv_pool.py [--models lenet,mainlenet] [--modes train,infer]
-                                    [--rounds 3] [--steps 40]
+                                    [--rounds 3] [--steps 40] [--settings 0,1]
 
 For each model and mode, runs the graph step in child processes with
 SPORA_CONV_POOL_FUSION=0 (conv2d_act and max_pool2d) and =1
-(conv2d_act_pool) alternately, `rounds` times each, and prints the CPU time
+(conv2d_act_pool, and in training conv2d_act_pool_grad for the backward
+ops) alternately, `rounds` times each -- or the values --settings lists,
+e.g. forward,1 to measure the backward fusion alone -- and prints the CPU time
 per step (process time, SPORA_NUM_THREADS=1: a loaded machine inflates it
 far less than wall time) and the ratio of the medians. Models are
 bench_python_train.py's LeNet-5 (SGD with momentum) and the main job's
@@ -77,20 +79,26 @@ def main():
     p.add_argument("--modes", default="train,infer")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--settings", default="0,1", help="SPORA_CONV_POOL_FUSION values, the first the baseline")
     args = p.parse_args()
+    settings = args.settings.split(",")
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]))
         return
-    print(f"ISA: {bpt.cpu_isa()}; load average {os.getloadavg()[0]:.1f}; cpu ms/step, 1 thread, batch 64")
+    print(f"ISA: {bpt.cpu_isa()}; load average {os.getloadavg()[0]:.1f}; cpu ms/step, 1 thread, batch 64; "
+          f"SPORA_CONV_POOL_FUSION {args.settings}")
     for model in args.models.split(","):
         for mode in args.modes.split(","):
-            times = {"0": [], "1": []}
+            times = {s: [] for s in settings}
             for _ in range(args.rounds):
-                for fusion in ("0", "1"):
+                for fusion in settings:
                     times[fusion].append(run(model, mode, args.steps, fusion))
-            a, b = statistics.median(times["0"]), statistics.median(times["1"])
-            rng = {k: f"{min(v):.2f}-{max(v):.2f}" for k, v in times.items()}
-            print(f"{model:10s} {mode:6s} unfused {rng['0']:>12s}  fused {rng['1']:>12s}  {a / b:.2f}x")
+            base = statistics.median(times[settings[0]])
+            cols = []
+            for k, v in times.items():
+                med = statistics.median(v)
+                cols.append(f"={k} {min(v):.2f}-{max(v):.2f} (median {med:.2f}, {base / med:.2f}x)")
+            print(f"{model:10s} {mode:6s} " + "  ".join(cols))
 
 
 if __name__ == "__main__":

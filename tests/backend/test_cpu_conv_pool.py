@@ -11,10 +11,19 @@ pools the activation in the layout oneDNN's convolution wrote.
   ONEDNN_MAX_CPU_ISA=AVX2, shows the pooling reading the convolution's
   output in its blocked layout (nChw16c on AVX-512, nChw8c on AVX2) with
   no reorder between the two, and no simple_* or ref pooling anywhere.
+- Backward (conv_pool_grad_fusion, conv2d_act_pool_grad): the training
+  graph's max_pool2d_grad, relu mask, bias sum and convolution gradients
+  become one op per layer; its gradients match the unfused graph's and
+  numpy's at both ISAs, the relu-masked pooling gradient it builds is the
+  decomposition's bit for bit (NaN, ties, windows cut off, channels
+  padding a block), and the verbose log shows both backward convolutions
+  reading that one blocked gradient, with no reorder of an
+  activation-sized tensor into blocks.
 """
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -133,6 +142,105 @@ def test_switch_keeps_the_two_ops(monkeypatch):
     monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "infer")
     assert "conv2d_act_pool" not in _optimized(_graph((2, 1, 8, 8), 16, True)).text()
     assert "conv2d_act_pool" in _optimized(_graph((2, 1, 8, 8), 16, False)).text()
+    # =forward: the forward fusion only, the backward ops stay apart.
+    monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "forward")
+    text = _optimized(_graph((2, 1, 8, 8), 16, True)).text()
+    assert "conv2d_act_pool(" in text and "conv2d_act_pool_grad" not in text and "max_pool2d_grad(" in text, text
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION")
+    text = _optimized(_graph((2, 1, 8, 8), 16, True)).text()
+    assert "conv2d_act_pool_grad(" in text and "max_pool2d_grad(" not in text, text
+
+
+# ---- the backward pass: conv2d_act_pool_grad ----------------------------------------
+
+@pytest.mark.parametrize("shape,out_ch", [((4, 1, 28, 28), 32), ((3, 16, 14, 14), 64), ((2, 3, 9, 10), 6)],
+                         ids=["first-layer", "second-layer", "odd"])
+def test_backward_is_one_op_and_matches_numpy(cpu, monkeypatch, shape, out_ch):
+    """The training graph's backward ops become one conv2d_act_pool_grad;
+    the loss's gradients match the graph with only the forward fused and
+    numpy's (REFS, built from the parts' references)."""
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    vals = _values(shape, out_ch, np.random.default_rng(4))
+    g = _graph(shape, out_ch, True)
+    o = _optimized(g)
+    text = o.text()
+    assert text.count("conv2d_act_pool_grad(") == 1 and "input_grad=true" in text, text
+    for gone in ("max_pool2d_grad(", "conv2d_grad_input(", "conv2d_grad_weight(", "greater(", "where("):
+        assert gone not in text, (gone, text)
+    monkeypatch.setenv("SPORA_CONV_POOL_FUSION", "forward")
+    forward_only = _optimized(g)
+    assert "conv2d_act_pool_grad" not in forward_only.text()
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION")
+    got, want = _run(o, cpu, vals, 5), _run(forward_only, cpu, vals, 5)
+    for i, (gv, wv) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"output {i}, backward fused vs not")
+    x, w, b, r = [v.astype(np.float64) for v in vals]
+    act = REFS["conv2d_act"]([x, w, b], CONV)[0]
+    attrs = dict(CONV, **{"pool_" + k: v for k, v in POOL.items()})
+    attrs.pop("activation")
+    dw, db, dx = REFS["conv2d_act_pool_grad"]([x, w, act, r], attrs)
+    for name, gv, wv in (("dx", got[2], dx), ("dw", got[3], dw), ("db", got[4], db)):
+        np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"{name} vs numpy")
+
+
+def _mask_graph(shape, act):
+    """conv2d_act_pool_grad over a 1x1 convolution with identity weights:
+    its input gradient (output 2) is the relu-masked pooling gradient g the
+    kernel builds, exactly (each element is g times 1 plus zeros)."""
+    n, c, h, w = shape
+    g = S.Graph("mask")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    wt = g.input("w", S.DTYPE_F32, [c, c, 1, 1])
+    a = g.input("a", S.DTYPE_F32, list(shape))
+    dy = g.input("dy", S.DTYPE_F32, [n, c, h // 2, w // 2])
+    outs = g.op("conv2d_act_pool_grad", [x, wt, a, dy], {"activation": act, "pool_kernel_size": [2, 2]})
+    g.set_outputs(outs[:3])
+    return g
+
+
+def _mask_values(shape, rng):
+    n, c, h, w = shape
+    a = rng.standard_normal(shape).astype(np.float32)
+    a[a < -1.5] = 0.0  # relu outputs: zeros, ...
+    a[0, 0, 0, :2] = a[0, 0, 1, :2] = 2.0  # a tie (the first wins)
+    a[0, min(1, c - 1), 2, 3] = np.nan  # a NaN (wins its window: masked to 0 by relu)
+    a[-1, -1, :2, :2] = -0.0
+    dy = rng.standard_normal((n, c, h // 2, w // 2)).astype(np.float32)
+    dy[0, 0, -1, -1] = -0.0
+    return [rng.standard_normal(shape).astype(np.float32), np.eye(c, dtype=np.float32).reshape(c, c, 1, 1), a, dy]
+
+
+@pytest.mark.parametrize("act", ["relu", "none"])
+@pytest.mark.parametrize("shape", [(2, 16, 9, 7), (3, 6, 8, 8)], ids=["cut-off-windows", "padded-block"])
+def test_masked_pooling_gradient_is_the_decompositions(cpu, monkeypatch, shape, act):
+    vals = _mask_values(shape, np.random.default_rng(6))
+    g = _mask_graph(shape, act)
+    got = _run(g, cpu, vals, 3)
+    # The sim device has no kernel for the op and runs the decomposition.
+    sim = S.Context().device_find("sim")
+    want = _run(g, sim, vals, 3)
+    np.testing.assert_array_equal(got[2], want[2], err_msg="g (dx) vs the decomposition")
+    zeros = got[2][got[2] == 0]
+    assert zeros.size and not np.signbit(zeros).any(), "0 + dy and the mask's 0 are +0"
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-5, atol=1e-5, err_msg="dw")
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5, err_msg="db")
+
+
+def test_backward_under_avx2():
+    """The two backward tests above again with oneDNN capped at AVX2, where
+    g is built in nChw8c by the 8-lane path (this machine's own ISA may be
+    AVX-512, which the tests above then ran)."""
+    if " avx2" not in _cpu_flags():
+        pytest.skip("this cpu has no AVX2")
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", SPORA_LOG_LEVEL="debug")
+    env.pop("SPORA_CONV_POOL_FUSION", None)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k",
+                           "masked_pooling or backward_is_one_op"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and re.search(r"^7 passed", out, re.M), out[-3000:]
+    built = [line for line in out.splitlines() if "conv2d_act_pool_grad" in line and "g built in" in line]
+    assert built and all("g built in nChw8c" in line and "avx512" not in line for line in built), built
 
 
 # ---- oneDNN's log of a training step ------------------------------------------------
@@ -167,7 +275,7 @@ def _exec_lines(out):
     for line in out.splitlines():
         if line.startswith("onednn_verbose,exec,"):
             f = line.split(",")
-            lines.append({"prim": f[3], "impl": f[4], "prop": f[5], "mds": f[6]})
+            lines.append({"prim": f[3], "impl": f[4], "prop": f[5], "mds": f[6], "dims": f[-2]})
     return lines
 
 
@@ -184,13 +292,16 @@ def _cpu_flags():
         return ""
 
 
-@pytest.mark.parametrize("isa", ["native", "AVX2"])
-def test_pooling_reads_the_convolutions_blocked_layout(isa):
+def _verbose_step(isa, fusion=None):
+    """(oneDNN's exec lines of _verbose_main's step, the block layout tag
+    expected) at `isa` ("native" or "AVX2"), SPORA_CONV_POOL_FUSION=fusion."""
     flags = _cpu_flags()
     if isa == "AVX2" and " avx2" not in flags:
         pytest.skip("this cpu has no AVX2")
     env = dict(os.environ, ONEDNN_VERBOSE="1", SPORA_NUM_THREADS="1")
     env.pop("SPORA_CONV_POOL_FUSION", None)
+    if fusion is not None:
+        env["SPORA_CONV_POOL_FUSION"] = fusion
     env.pop("ONEDNN_MAX_CPU_ISA", None)  # "native": the cpu's own ISA
     if isa == "AVX2":
         env["ONEDNN_MAX_CPU_ISA"] = "AVX2"
@@ -204,7 +315,39 @@ def test_pooling_reads_the_convolutions_blocked_layout(isa):
     proc = subprocess.run([sys.executable, __file__, "--verbose-step"], env=env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0 and "STEP DONE" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
-    lines = _exec_lines(proc.stdout)
+    return _exec_lines(proc.stdout), block
+
+
+# The activations of _verbose_main's two layers, as oneDNN prints dims.
+_ACTIVATIONS = ("8x32x28x28", "8x64x14x14")
+
+
+def _blocked_activation_reorders(lines, block):
+    return [l for l in lines if l["prim"] == "reorder" and l["dims"] in _ACTIVATIONS
+            and _src_dst(l["mds"]) == ("abcd", block)]
+
+
+@pytest.mark.parametrize("isa", ["native", "AVX2"])
+def test_backward_convolutions_share_one_blocked_gradient(isa):
+    """With the backward fused, both backward convolutions of a layer read
+    the gradient in the block layout, and no activation-sized tensor is
+    reordered into blocks (unfused: each convolution gradient reordered its
+    NCHW gradient, which the =forward run shows, so the check can fail)."""
+    lines, block = _verbose_step(isa)
+    bwd = [l for l in lines if l["prim"] == "convolution" and l["prop"].startswith("backward")]
+    assert sorted(l["prop"] for l in bwd) == ["backward_data", "backward_weights", "backward_weights"], \
+        json.dumps(lines, indent=1)
+    for l in bwd:
+        fmt = {p.split("_")[0]: p.split(":")[3] for p in l["mds"].split() if p.count(":") >= 4}
+        assert fmt.get("dst") == block and "jit" in l["impl"], l  # dst: the gradient read (diff_dst)
+    assert not _blocked_activation_reorders(lines, block), _blocked_activation_reorders(lines, block)
+    unfused, _ = _verbose_step(isa, "forward")
+    assert len(_blocked_activation_reorders(unfused, block)) >= 2, json.dumps(unfused, indent=1)
+
+
+@pytest.mark.parametrize("isa", ["native", "AVX2"])
+def test_pooling_reads_the_convolutions_blocked_layout(isa):
+    lines, block = _verbose_step(isa)
     pools = [i for i, l in enumerate(lines) if l["prim"].startswith("pooling")]
     assert len(pools) == 2, json.dumps(lines, indent=1)
     for i in pools:

@@ -15,6 +15,10 @@
 // These ops accumulate in f32 inside (oneDNN), so the error is the bf16
 // rounding of the operands and of the result: ~3 significant digits.
 //
+// conv2d_act_pool_grad (the fused backward of a convolution, relu and max
+// pooling) is first turned back into its parts, which are then treated as
+// above.
+//
 // Casts are few:
 //   - one cast per value: a weight read by the forward linear and by the
 //     backward matmul is cast once;
@@ -32,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/builder.h"
 #include "ir/rewrite.h"
 #include "passes/cast_remat.h"
 #include "passes/pass.h"
@@ -181,10 +186,42 @@ void drop_dead(Graph& g) {
   g = rw.finish();
 }
 
+// conv2d_act_pool_grad (conv_pool_grad_fusion's op, f32 only on the cpu)
+// back into its parts, so that its convolution gradients are converted
+// like any others and its pooling gradient, relu mask and bias sum stay
+// f32, as before the fusion.
+bool unfuse_conv_pool_grad(Graph& g) {
+  const OpDef* op = OpRegistry::get().find("conv2d_act_pool_grad");
+  const DecomposeFn fn = op ? op->decompose : nullptr;
+  bool any = false;
+  for (const Node& n : g.nodes()) any = any || (n.kind == NodeKind::kApply && n.op->name == "conv2d_act_pool_grad");
+  if (!any || !fn) return false;
+  ir::Rewriter rw(g);
+  for (size_t id = 0; id < g.nodes().size(); ++id) {
+    const Node& n = g.nodes()[id];
+    if (n.kind != NodeKind::kApply || n.op->name != "conv2d_act_pool_grad") {
+      rw.copy(static_cast<int32_t>(id));
+      continue;
+    }
+    const size_t first = rw.out().nodes().size();
+    ir::Builder b(rw.out(), n.loc);
+    std::vector<Value> x;
+    for (const Value& v : n.inputs) x.push_back(rw.map(v));
+    const std::vector<Value> outs = fn(b, x, n.attrs);
+    for (size_t k = first; k < rw.out().nodes().size(); ++k)
+      rw.out().mutable_node(static_cast<int32_t>(k)).device = n.device;
+    for (size_t o = 0; o < outs.size() && o < n.outputs.size(); ++o)
+      rw.set({static_cast<int32_t>(id), static_cast<int32_t>(o)}, outs[o]);
+  }
+  g = rw.finish();
+  return true;
+}
+
 bool mixed_precision(Graph& g, const PassContext&) {
+  const bool unfused = unfuse_conv_pool_grad(g);
   bool any = false;
   for (const Node& n : g.nodes()) any = any || candidate(g, n);
-  if (!any) return false;
+  if (!any) return unfused;
   ir::Rewriter rw(g);
   Converter conv(rw.out());
   for (size_t id = 0; id < g.nodes().size(); ++id) {

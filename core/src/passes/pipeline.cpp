@@ -29,6 +29,9 @@ const std::vector<std::string>& pipeline_order() {
       "epilogue_fusion",
       // After epilogue_fusion, whose conv2d_act it fuses with a max pooling.
       "conv_pool_fusion",
+      // The backward ops of those convolutions and poolings, before
+      // elementwise_fusion takes their relu mask.
+      "conv_pool_grad_fusion",
       "elementwise_fusion",
   };
   return order;

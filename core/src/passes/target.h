@@ -27,6 +27,14 @@ class Target {
     (void)dtype, (void)keep_activation;
     return false;
   }
+  // True when the device runs the backward ops of a convolution with a relu
+  // and a max pooling (max_pool2d_grad, the relu mask, the convolution and
+  // bias gradients) faster as one conv2d_act_pool_grad (ops/conv_pool_grad.cpp).
+  // conv_pool_grad_fusion asks. Default: never.
+  virtual bool fuses_conv_pool_grad(DType dtype) const {
+    (void)dtype;
+    return false;
+  }
 };
 
 // The process's target (a Target with the defaults until one is

@@ -77,6 +77,15 @@ class HostTarget final : public passes::Target {
     if (env && std::strcmp(env, "infer") == 0) return !keep_activation;
     return true;
   }
+  // The cpu plugin's conv2d_act_pool_grad builds the activation's gradient
+  // once in the backward convolutions' blocked layout (f32;
+  // docs/cpu-layouts.md). SPORA_CONV_POOL_FUSION=0, =infer and =forward
+  // (the forward fusion only, for A/B comparisons) keep the separate ops.
+  bool fuses_conv_pool_grad(DType dtype) const override {
+    if (dtype != SPORA_DTYPE_F32) return false;
+    const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
+    return !env || (std::strcmp(env, "0") != 0 && std::strcmp(env, "infer") != 0 && std::strcmp(env, "forward") != 0);
+  }
 };
 
 const HostEvaluator g_evaluator;
