@@ -14,8 +14,8 @@
 // vector lane (AVX-512 for 16, AVX2 for 8): the window's taps are gathers
 // from the block's NCHW planes, and g's elements are whole vectors of the
 // blocked layout. ~0.6 ms for the main job's first layer (64 x 32 x 28 x
-// 28) on AVX-512, where the scalar loop took ~5 ms; other windows and a
-// last block the channels do not fill take the scalar loop.
+// 28) on AVX-512, where the scalar loop took ~5 ms; other windows take
+// the scalar loop.
 //
 // g follows the decomposition bit for bit: each window's first maximum in
 // row-major order gets 0 + dy (a NaN wins, the first one), and then only
@@ -124,35 +124,39 @@ void block_any(const Blocks& b, const float* a, const float* dy, float* g, int64
     }
 }
 
-// 16 floats at base + index[k]: the masked gather with a defined source, since
-// GCC 12 warns that the plain one's undefined source "may be used
-// uninitialized".
-__attribute__((target("avx512f"))) inline __m512 gather(__m512i index, const float* base) {
-  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), static_cast<__mmask16>(0xffff), index, base, 4);
+// base + index[k] for the lanes in `lanes`, 0 in the others (masked gathers
+// with a defined source: GCC 12 warns that the plain AVX-512 gather's
+// undefined source "may be used uninitialized").
+__attribute__((target("avx512f"))) inline __m512 gather(__mmask16 lanes, __m512i index, const float* base) {
+  return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), lanes, index, base, 4);
 }
 
-// 2x2 windows over a full block, all its channels at once: lane k of a
-// vector is channel k, so a window's four taps are gathers from the
-// block's NCHW planes and g's elements are whole vectors of the blocked
-// layout. The first maximum (a later tap wins only when strictly greater)
-// and the relu mask are compares and masked moves; a window holding a NaN
-// takes the general path, lane by lane.
-__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const float* dy,
-                                                        float* g) {
+// 2x2 windows over a block, all its channels at once: lane k of a vector
+// is channel k, so a window's four taps are gathers from the block's NCHW
+// planes and g's elements are whole vectors of the blocked layout. The
+// first maximum (a later tap wins only when strictly greater) and the relu
+// mask are compares and masked moves; a window holding a NaN takes the
+// general path, lane by lane. Lanes past the `real` channels of a last
+// block gather nothing and store 0, the padding oneDNN expects.
+__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const float* dy, float* g,
+                                                        int64_t real) {
   const int area = static_cast<int>(b.h * b.w), pooled = static_cast<int>(b.ph * b.pw);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i ai = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(area));
   const __m512i di = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(pooled));
   const __m512 zero = _mm512_setzero_ps();
+  const __mmask16 on = static_cast<__mmask16>((1u << real) - 1);
   for (int64_t r = 0; r < b.ph; ++r) {
     for (int64_t q = 0; q < b.pw; ++q) {
       const float* w0 = a + 2 * r * b.w + 2 * q;
-      const __m512 v0 = gather(ai, w0), v1 = gather(ai, w0 + 1);
-      const __m512 v2 = gather(ai, w0 + b.w), v3 = gather(ai, w0 + b.w + 1);
+      float* g0 = g + 2 * r * b.s_h + 2 * q * 16;
+      const __m512 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + 1);
+      const __m512 v2 = gather(on, ai, w0 + b.w), v3 = gather(on, ai, w0 + b.w + 1);
       const __mmask16 nan = _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q) |
                             _mm512_cmp_ps_mask(v2, v2, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v3, v3, _CMP_UNORD_Q);
       if (nan) {
-        for (int64_t k = 0; k < 16; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
+        for (float* at : {g0, g0 + 16, g0 + b.s_h, g0 + b.s_h + 16}) _mm512_storeu_ps(at, zero);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
         continue;
       }
       const __mmask16 c1 = _mm512_cmp_ps_mask(v1, v0, _CMP_GT_OQ);
@@ -161,36 +165,43 @@ __attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const 
       m = _mm512_mask_blend_ps(c2, m, v2);
       const __mmask16 c3 = _mm512_cmp_ps_mask(v3, m, _CMP_GT_OQ);
       m = _mm512_mask_blend_ps(c3, m, v3);
-      __m512 d = _mm512_add_ps(zero, gather(di, dy + r * b.pw + q));
+      __m512 d = _mm512_add_ps(zero, gather(on, di, dy + r * b.pw + q));
       if (b.relu) d = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), d);
       const __mmask16 later = c2 | c3;
-      float* g0 = g + 2 * r * b.s_h + 2 * q * 16;
       _mm512_storeu_ps(g0, _mm512_maskz_mov_ps(static_cast<__mmask16>(~(c1 | later)), d));
       _mm512_storeu_ps(g0 + 16, _mm512_maskz_mov_ps(static_cast<__mmask16>(c1 & ~later), d));
       _mm512_storeu_ps(g0 + b.s_h, _mm512_maskz_mov_ps(static_cast<__mmask16>(c2 & ~c3), d));
       _mm512_storeu_ps(g0 + b.s_h + 16, _mm512_maskz_mov_ps(c3, d));
     }
-    for (int64_t k = 0; k < 16; ++k) cut_columns(b, g + k, r);
+    for (int64_t k = 0; k < 16; ++k) cut_columns(b, g + k, r);  // every lane: the padding too
   }
 }
 
+__attribute__((target("avx2"))) inline __m256 gather(__m256 lanes, __m256i index, const float* base) {
+  return _mm256_mask_i32gather_ps(_mm256_setzero_ps(), base, index, lanes, 4);
+}
+
 // The same with 8 lanes (nChw8c) on AVX2: masks are vectors.
-__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const float* dy, float* g) {
+__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const float* dy, float* g,
+                                                    int64_t real) {
   const int area = static_cast<int>(b.h * b.w), pooled = static_cast<int>(b.ph * b.pw);
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i ai = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(area));
   const __m256i di = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(pooled));
   const __m256 zero = _mm256_setzero_ps();
+  const __m256 on = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(real)), lanes));
   for (int64_t r = 0; r < b.ph; ++r) {
     for (int64_t q = 0; q < b.pw; ++q) {
       const float* w0 = a + 2 * r * b.w + 2 * q;
-      const __m256 v0 = _mm256_i32gather_ps(w0, ai, 4), v1 = _mm256_i32gather_ps(w0 + 1, ai, 4);
-      const __m256 v2 = _mm256_i32gather_ps(w0 + b.w, ai, 4), v3 = _mm256_i32gather_ps(w0 + b.w + 1, ai, 4);
+      float* g0 = g + 2 * r * b.s_h + 2 * q * 8;
+      const __m256 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + 1);
+      const __m256 v2 = gather(on, ai, w0 + b.w), v3 = gather(on, ai, w0 + b.w + 1);
       const __m256 nan01 = _mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q));
       const __m256 nan23 = _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q));
       const __m256 nan = _mm256_or_ps(nan01, nan23);
       if (_mm256_movemask_ps(nan)) {
-        for (int64_t k = 0; k < 8; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
+        for (float* at : {g0, g0 + 8, g0 + b.s_h, g0 + b.s_h + 8}) _mm256_storeu_ps(at, zero);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
         continue;
       }
       const __m256 c1 = _mm256_cmp_ps(v1, v0, _CMP_GT_OQ);
@@ -199,10 +210,9 @@ __attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float
       m = _mm256_blendv_ps(m, v2, c2);
       const __m256 c3 = _mm256_cmp_ps(v3, m, _CMP_GT_OQ);
       m = _mm256_blendv_ps(m, v3, c3);
-      __m256 d = _mm256_add_ps(zero, _mm256_i32gather_ps(dy + r * b.pw + q, di, 4));
+      __m256 d = _mm256_add_ps(zero, gather(on, di, dy + r * b.pw + q));
       if (b.relu) d = _mm256_and_ps(_mm256_cmp_ps(m, zero, _CMP_GT_OQ), d);
       const __m256 later = _mm256_or_ps(c2, c3);
-      float* g0 = g + 2 * r * b.s_h + 2 * q * 8;
       _mm256_storeu_ps(g0, _mm256_andnot_ps(_mm256_or_ps(c1, later), d));
       _mm256_storeu_ps(g0 + 8, _mm256_and_ps(_mm256_andnot_ps(later, c1), d));
       _mm256_storeu_ps(g0 + b.s_h, _mm256_and_ps(_mm256_andnot_ps(c3, c2), d));
@@ -222,16 +232,21 @@ void build_g(const Blocks& b, const float* a, const float* dy, float* g) {
       float* gb = g + n * b.s_n + blk * b.s_blk;
       const float* ab = a + (n * b.c + blk * b.cb) * area;
       const float* db = dy + (n * b.c + blk * b.cb) * pooled;
-      if (real == b.cb && b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, db, gb);
-      else if (real == b.cb && b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, db, gb);
+      // The vector paths write every lane of the windows and cut-off
+      // columns (0 past `real`); the general path only the real ones.
+      const bool vector = b.simd != Simd::kNone;
+      if (b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, db, gb, real);
+      else if (b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, db, gb, real);
       else block_any(b, ab, db, gb, real);
+      const int64_t lanes = vector ? b.cb : real;
       // Rows past the last whole window.
       for (int64_t y = b.ph * b.kh; y < b.h; ++y)
-        for (int64_t k = 0; k < real; ++k)
-          for (int64_t x = 0; x < b.w; ++x) gb[y * b.s_h + x * b.cb + k] = 0.0f;
+        for (int64_t x = 0; x < b.w; ++x)
+          for (int64_t k = 0; k < lanes; ++k) gb[y * b.s_h + x * b.cb + k] = 0.0f;
       // Channels padding the last block: oneDNN reads them as zeros.
-      for (int64_t p = 0; p < area; ++p)
-        for (int64_t k = real; k < b.cb; ++k) gb[p * b.cb + k] = 0.0f;
+      if (!vector)
+        for (int64_t p = 0; p < area; ++p)
+          for (int64_t k = real; k < b.cb; ++k) gb[p * b.cb + k] = 0.0f;
     }
   });
 }
