@@ -72,6 +72,10 @@ struct State {
   std::vector<ReorderedOperand> weight_ops;  // x in, dw and db out
   WorkspaceSlot weights_scratch;
   bool input_grad = false;
+  // g in the backward-data primitive's layout when it differs: one reorder.
+  bool regrouped = false;
+  dnnl::reorder regroup;
+  WorkspaceSlot g_data;
   dnnl::convolution_backward_data data;
   std::vector<ReorderedOperand> data_ops;  // w in, dx out
   WorkspaceSlot data_scratch;
@@ -255,12 +259,12 @@ void run(const KernelPlan& p, const void* const* in, void* const* out, void* wor
   const State& s = p.get<State>();
   auto& eng = onednn_engine();
   dnnl::stream& strm = onednn_stream();
-  const memory g = s.g.memory(eng, workspace);
+  memory g = s.g.memory(eng, workspace);
   build_g(s.b, static_cast<const float*>(in[2]), static_cast<const float*>(in[3]),
           static_cast<float*>(g.get_data_handle()));
-  auto execute = [&](const dnnl::primitive& prim, const std::vector<ReorderedOperand>& ops,
+  auto execute = [&](const dnnl::primitive& prim, const memory& diff_dst, const std::vector<ReorderedOperand>& ops,
                      const WorkspaceSlot& scratch) {
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, g}};
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, diff_dst}};
     std::vector<BoundOperand> bound;
     bound.reserve(ops.size());
     for (const ReorderedOperand& o : ops) {
@@ -271,8 +275,15 @@ void run(const KernelPlan& p, const void* const* in, void* const* out, void* wor
     prim.execute(strm, args);
     for (size_t i = 0; i < ops.size(); ++i) finish_operand(ops[i], strm, bound[i]);
   };
-  execute(s.weights, s.weight_ops, s.weights_scratch);
-  if (s.input_grad) execute(s.data, s.data_ops, s.data_scratch);
+  execute(s.weights, g, s.weight_ops, s.weights_scratch);
+  if (s.input_grad) {
+    memory gd = g;
+    if (s.regrouped) {
+      gd = s.g_data.memory(eng, workspace);
+      s.regroup.execute(strm, g, gd);
+    }
+    execute(s.data, gd, s.data_ops, s.data_scratch);
+  }
   strm.wait();
 }
 
@@ -316,73 +327,102 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     using alg = dnnl::algorithm;
     const dnnl::primitive_attr attr = user_scratchpad_attr();
     const memory::dims ad(a.dims, a.dims + 4);
-    // g's layout: nChw16c where the AVX-512 jit kernels run, else nChw8c;
-    // both backward primitives are made for it. Only oneDNN's first choice
-    // per layout is taken (the note at the top).
+    // g's layout: nChw16c where the AVX-512 jit kernels run, else nChw8c,
+    // for each primitive the first where it is a jit kernel. g is built in
+    // the backward-weights primitive's layout; when the backward-data one
+    // took the other (LeNet-5's second layer on AVX-512: oneDNN 2.6.3 has
+    // only ref for its weights on nChw16c), one reorder of g feeds it.
+    // Only oneDNN's first choice per layout is taken (the note at the top).
     std::string skipped;
-    for (tag t : {tag::nChw16c, tag::nChw8c}) {
-      const memory::desc g_md(ad, dt, t);
-      try {
-        dnnl::convolution_forward::primitive_desc hint(
-            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg::convolution_direct, d.x_any,
-                                            d.w_any, d.b_user, g_md, d.strides, d.dilates, d.pad_l, d.pad_r),
-            attr, eng);
-        dnnl::convolution_backward_weights::primitive_desc wpd(
-            dnnl::convolution_backward_weights::desc(alg::convolution_direct, d.x_any, d.w_any, d.b_user, g_md,
-                                                     d.strides, d.dilates, d.pad_l, d.pad_r),
-            attr, eng, hint);
-        std::string impl = wpd.impl_info_str();
-        if (unwanted(impl) || wpd.diff_dst_desc() != g_md) {
-          skipped += std::string(layout_name(t)) + ": " + impl + "; ";
-          continue;
-        }
-        dnnl::convolution_backward_data::primitive_desc dpd;
-        if (input_grad) {
-          dpd = dnnl::convolution_backward_data::primitive_desc(
-              dnnl::convolution_backward_data::desc(alg::convolution_direct, d.x_any, d.w_any, g_md, d.strides,
-                                                    d.dilates, d.pad_l, d.pad_r),
-              attr, eng, hint);
-          impl += std::string(" and ") + dpd.impl_info_str();
-          if (unwanted(dpd.impl_info_str()) || dpd.diff_dst_desc() != g_md) {
-            skipped += std::string(layout_name(t)) + ": " + impl + "; ";
-            continue;
+    auto hint = [&](const memory::desc& g_md) {
+      return dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg::convolution_direct, d.x_any,
+                                          d.w_any, d.b_user, g_md, d.strides, d.dilates, d.pad_l, d.pad_r),
+          attr, eng);
+    };
+    // The first layout whose primitive `make(g_md)` is a jit kernel reading
+    // g in that layout; false when none is.
+    auto pick = [&](const char* what, auto make, tag* chosen, auto* pd) {
+      for (tag t : {tag::nChw16c, tag::nChw8c}) {
+        const memory::desc g_md(ad, dt, t);
+        try {
+          auto cand = make(g_md);
+          const std::string impl = cand.impl_info_str();
+          if (!unwanted(impl) && cand.diff_dst_desc() == g_md) {
+            *chosen = t;
+            *pd = cand;
+            return true;
           }
+          skipped += std::string(what) + " on " + layout_name(t) + ": " + impl + "; ";
+        } catch (const dnnl::error&) {
+          skipped += std::string(what) + " on " + layout_name(t) + ": no implementation; ";
         }
-        auto s = std::make_shared<State>();
-        const int64_t cb = t == tag::nChw16c ? 16 : 8, blocks = (a.dims[1] + cb - 1) / cb;
-        s->b = Blocks{a.dims[0], a.dims[1], a.dims[2], a.dims[3], dy.dims[2], dy.dims[3], k[0], k[1],
-                      cb, blocks, blocks * cb * a.dims[2] * a.dims[3], cb * a.dims[2] * a.dims[3],
-                      cb * a.dims[3], act == "relu", Simd::kNone};
-        const bool fits = a.dims[2] * a.dims[3] * cb < (int64_t{1} << 31);
-        if (k[0] == 2 && k[1] == 2 && fits) {
-          if (cb == 16 && __builtin_cpu_supports("avx512f")) s->b.simd = Simd::kAvx512;
-          else if (cb == 8 && __builtin_cpu_supports("avx2")) s->b.simd = Simd::kAvx2;
-        }
-        size_t ws = 0;
-        s->g.place(ws, g_md);
-        s->weight_ops.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, wpd.src_desc()));
-        s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_WEIGHTS, 0, true, d.w_user, wpd.diff_weights_desc()));
-        s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_BIAS, 1, true, d.b_user, wpd.diff_bias_desc()));
-        s->weights_scratch.place(ws, wpd.scratchpad_desc());
-        s->weights = dnnl::convolution_backward_weights(wpd);
-        s->input_grad = input_grad;
-        if (input_grad) {
-          s->data_ops.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, dpd.weights_desc()));
-          s->data_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_SRC, 2, true, d.x_user, dpd.diff_src_desc()));
-          s->data_scratch.place(ws, dpd.scratchpad_desc());
-          s->data = dnnl::convolution_backward_data(dpd);
-        }
-        log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": g built in " + layout_name(t) + " for " + impl +
-                                 (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
-        p.workspace = ws;
-        p.state = s;
-        p.run = run;
-        return nullptr;
-      } catch (const dnnl::error&) {
-        skipped += std::string(layout_name(t)) + ": no implementation; ";
       }
+      return false;
+    };
+    tag tw = tag::undef, td = tag::undef;
+    dnnl::convolution_backward_weights::primitive_desc wpd;
+    dnnl::convolution_backward_data::primitive_desc dpd;
+    const bool have_weights = pick(
+        "weights",
+        [&](const memory::desc& g_md) {
+          return dnnl::convolution_backward_weights::primitive_desc(
+              dnnl::convolution_backward_weights::desc(alg::convolution_direct, d.x_any, d.w_any, d.b_user, g_md,
+                                                       d.strides, d.dilates, d.pad_l, d.pad_r),
+              attr, eng, hint(g_md));
+        },
+        &tw, &wpd);
+    const bool have_data = !input_grad || pick(
+                                              "data",
+                                              [&](const memory::desc& g_md) {
+                                                return dnnl::convolution_backward_data::primitive_desc(
+                                                    dnnl::convolution_backward_data::desc(
+                                                        alg::convolution_direct, d.x_any, d.w_any, g_md, d.strides,
+                                                        d.dilates, d.pad_l, d.pad_r),
+                                                    attr, eng, hint(g_md));
+                                              },
+                                              &td, &dpd);
+    if (!have_weights || !have_data)
+      return plugin::unsupported(p, "no jit backward convolution on a blocked gradient (" + skipped + ")");
+    const memory::desc g_md(ad, dt, tw);
+    auto s = std::make_shared<State>();
+    const int64_t cb = tw == tag::nChw16c ? 16 : 8, blocks = (a.dims[1] + cb - 1) / cb;
+    s->b = Blocks{a.dims[0], a.dims[1], a.dims[2], a.dims[3], dy.dims[2], dy.dims[3], k[0], k[1],
+                  cb, blocks, blocks * cb * a.dims[2] * a.dims[3], cb * a.dims[2] * a.dims[3],
+                  cb * a.dims[3], act == "relu", Simd::kNone};
+    const bool fits = a.dims[2] * a.dims[3] * cb < (int64_t{1} << 31);
+    if (k[0] == 2 && k[1] == 2 && fits) {
+      if (cb == 16 && __builtin_cpu_supports("avx512f")) s->b.simd = Simd::kAvx512;
+      else if (cb == 8 && __builtin_cpu_supports("avx2")) s->b.simd = Simd::kAvx2;
     }
-    return plugin::unsupported(p, "no jit backward convolution on a blocked gradient (" + skipped + ")");
+    size_t ws = 0;
+    s->g.place(ws, g_md);
+    s->weight_ops.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, wpd.src_desc()));
+    s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_WEIGHTS, 0, true, d.w_user, wpd.diff_weights_desc()));
+    s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_BIAS, 1, true, d.b_user, wpd.diff_bias_desc()));
+    s->weights_scratch.place(ws, wpd.scratchpad_desc());
+    s->weights = dnnl::convolution_backward_weights(wpd);
+    s->input_grad = input_grad;
+    std::string impl = wpd.impl_info_str() + std::string(" on ") + layout_name(tw);
+    if (input_grad) {
+      if (td != tw) {
+        const memory::desc gd_md(ad, dt, td);
+        s->g_data.place(ws, gd_md);
+        s->regroup = dnnl::reorder(dnnl::reorder::primitive_desc(eng, g_md, eng, gd_md));
+        s->regrouped = true;
+      }
+      s->data_ops.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, dpd.weights_desc()));
+      s->data_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_SRC, 2, true, d.x_user, dpd.diff_src_desc()));
+      s->data_scratch.place(ws, dpd.scratchpad_desc());
+      s->data = dnnl::convolution_backward_data(dpd);
+      impl += std::string(" and ") + dpd.impl_info_str() + std::string(" on ") + layout_name(td);
+    }
+    log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": g built in " + layout_name(tw) + " for " + impl +
+                             (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
+    p.workspace = ws;
+    p.state = s;
+    p.run = run;
+    return nullptr;
   });
 }
 
