@@ -104,6 +104,10 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* kernel, const spora_devptr_t
     }
     if (k->recipe.workspace > 0)
       if (auto* e = check_range(d, workspace, k->recipe.workspace, what + " workspace")) return e;
+    // The profiler sees the op's launches (a recipe may have several) as
+    // one ze.kernel span; another thread's work enqueued on the same stream
+    // in between would fall inside it.
+    Traced traced(*s, StreamTrace::Kind::kKernel, k->op.c_str());
     for (size_t i = 0; i < k->recipe.launches.size(); ++i) {
       const Launch& l = k->recipe.launches[i];
       ZeKernel* zk = k->kernels[i];

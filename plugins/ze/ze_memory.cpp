@@ -51,8 +51,10 @@ spora_plugin_error_t* run_sync(const char* what, int32_t device, size_t size, st
   return nullptr;
 }
 
+// `span`: the profiler's name for the copy ("h2d", "d2h", "d2d", "memset",
+// as the other plugins name theirs).
 template <class Append>
-spora_plugin_error_t* run_async(const char* what, spora_stream_t* stream, size_t size,
+spora_plugin_error_t* run_async(const char* what, const char* span, spora_stream_t* stream, size_t size,
                                 std::initializer_list<Range> ranges, Append&& append, const char* call) {
   std::shared_ptr<Stream> s;
   if (auto* e = get_stream(what, stream, &s)) return e;
@@ -60,6 +62,7 @@ spora_plugin_error_t* run_async(const char* what, spora_stream_t* stream, size_t
   if (auto* e = get_device(what, s->device(), &d)) return e;
   for (const Range& r : ranges)
     if (auto* e = check_range(d, r.ptr, size, std::string(what) + " " + r.name)) return e;
+  Traced traced(*s, StreamTrace::Kind::kCopy, span);
   return s->enqueue(what, append, call);
 }
 
@@ -168,7 +171,7 @@ spora_plugin_error_t* memset_sync(int32_t device, spora_devptr_t dst, int32_t by
 spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst, const void* src, size_t size) {
   return guard("ze", [&]() -> spora_plugin_error_t* {
     if (size && !src) return invalid("copy_h2d_async: the host pointer src is NULL");
-    return run_async("copy_h2d_async", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
+    return run_async("copy_h2d_async", "h2d", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
@@ -177,7 +180,7 @@ spora_plugin_error_t* copy_h2d_async(spora_stream_t* stream, spora_devptr_t dst,
 spora_plugin_error_t* copy_d2h_async(spora_stream_t* stream, void* dst, spora_devptr_t src, size_t size) {
   return guard("ze", [&]() -> spora_plugin_error_t* {
     if (size && !dst) return invalid("copy_d2h_async: the host pointer dst is NULL");
-    return run_async("copy_d2h_async", stream, size, {{src, "src"}}, [&](ze_command_list_handle_t l) {
+    return run_async("copy_d2h_async", "d2h", stream, size, {{src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
@@ -185,7 +188,7 @@ spora_plugin_error_t* copy_d2h_async(spora_stream_t* stream, void* dst, spora_de
 
 spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst, spora_devptr_t src, size_t size) {
   return guard("ze", [&] {
-    return run_async("copy_d2d_async", stream, size, {{dst, "dst"}, {src, "src"}}, [&](ze_command_list_handle_t l) {
+    return run_async("copy_d2d_async", "d2d", stream, size, {{dst, "dst"}, {src, "src"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryCopy(l, dst, src, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryCopy");
   });
@@ -193,7 +196,7 @@ spora_plugin_error_t* copy_d2d_async(spora_stream_t* stream, spora_devptr_t dst,
 
 spora_plugin_error_t* memset_async(spora_stream_t* stream, spora_devptr_t dst, int32_t byte, size_t size) {
   return guard("ze", [&] {
-    return run_async("memset_async", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
+    return run_async("memset_async", "memset", stream, size, {{dst, "dst"}}, [&](ze_command_list_handle_t l) {
       return zeCommandListAppendMemoryFill(l, dst, pattern_of(byte), 1, size, nullptr, 0, nullptr);
     }, "zeCommandListAppendMemoryFill");
   });

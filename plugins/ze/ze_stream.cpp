@@ -2,6 +2,7 @@
 // ze_stream.h for the design and its costs).
 #include "ze_stream.h"
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -61,6 +62,11 @@ spora_plugin_error_t* Stream::create() {
   qd.mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS;
   qd.priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL;
   SPORA_ZE_CHECK(zeCommandListCreateImmediate(dev_->context, dev_->device, &qd, &list_), "stream_create");
+  // The profiler's device track of this stream: "ze0-s3".
+  static std::atomic<uint32_t> next_number{1};
+  trace_ = std::make_unique<StreamTrace>(g_host.load(std::memory_order_acquire), dev_->events.get(),
+                                         "ze" + std::to_string(device_) + "-s" +
+                                             std::to_string(next_number.fetch_add(1, std::memory_order_relaxed)));
   return dev_->events->acquire(&sync_event_);
 }
 
@@ -71,6 +77,9 @@ Stream::~Stream() {
   }
   cb_cv_.notify_all();
   if (cb_thread_.joinable()) cb_thread_.join();
+  // The watcher waits for points the list still has to reach (callbacks
+  // may have held it until now), so it goes before the list.
+  trace_.reset();
   if (list_) zeCommandListDestroy(list_);
   dev_->events->release(sync_event_);
   dev_->events->release(query_event_);
@@ -91,6 +100,28 @@ spora_plugin_error_t* Stream::locked(const std::function<spora_plugin_error_t*(z
   std::lock_guard<std::mutex> lock(mu_);
   ++appended_;
   return fn(list_);
+}
+
+StreamTrace::Mark Stream::trace_before(StreamTrace::Kind kind, const char* name) {
+  if (!trace_) return {};
+  StreamTrace::Mark m = trace_->begin(kind, name);  // no session: the only call
+  if (m.launch) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++appended_;
+    m.start = trace_->signal_point(list_);
+  }
+  return m;
+}
+
+void Stream::trace_after(StreamTrace::Mark& m) {
+  if (!m.launch) return;
+  ze_event_handle_t end = nullptr;
+  if (m.start) {  // without a start point the work is not waited for at all
+    std::lock_guard<std::mutex> lock(mu_);
+    ++appended_;
+    end = trace_->signal_point(list_);
+  }
+  trace_->hand_over(m, end);
 }
 
 void Stream::retire(ze_event_handle_t ev) {

@@ -17,11 +17,13 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "ze_state.h"
+#include "ze_trace.h"
 
 namespace spora::ze {
 
@@ -60,6 +62,12 @@ class Stream {
   // Runs `fn(list)` under the stream lock (event record needs two commands).
   spora_plugin_error_t* locked(const std::function<spora_plugin_error_t*(ze_command_list_handle_t)>& fn);
 
+  // Around the work one call enqueues, for the profiler (ze_trace.h; Traced
+  // below does both): a "ze.launch" span and, while a session runs, a start
+  // point appended to the list; then the end point, handed to the watcher.
+  StreamTrace::Mark trace_before(StreamTrace::Kind kind, const char* name);
+  void trace_after(StreamTrace::Mark& mark);
+
  private:
   struct Callback {
     ze_event_handle_t reached, release;
@@ -88,6 +96,22 @@ class Stream {
   std::vector<ze_event_handle_t> retired_;
   bool cb_stop_ = false;
   std::thread cb_thread_;
+  // The stream's device track for the profiler (created with the list).
+  std::unique_ptr<StreamTrace> trace_;
+};
+
+// Traces the work enqueued on `s` during its lifetime as one "ze.kernel" or
+// "ze.copy" span named `name` (which must outlive it), on every return path.
+class Traced {
+ public:
+  Traced(Stream& s, StreamTrace::Kind kind, const char* name) : s_(s), mark_(s.trace_before(kind, name)) {}
+  ~Traced() { s_.trace_after(mark_); }
+  Traced(const Traced&) = delete;
+  Traced& operator=(const Traced&) = delete;
+
+ private:
+  Stream& s_;
+  StreamTrace::Mark mark_;
 };
 
 class Event {

@@ -134,6 +134,7 @@ struct Kernel {
   uint32_t args_set = 0;
 };
 std::atomic<uint64_t> g_launches{0};
+std::atomic<int64_t> g_event_pools{0};  // live event pools
 
 // --- global, driver, device, context ---
 ze_result_t Init(ze_init_flags_t) { return ZE_RESULT_SUCCESS; }
@@ -281,10 +282,12 @@ ze_result_t AppendLaunchKernel(ze_command_list_handle_t h, ze_kernel_handle_t, c
 ze_result_t EventPoolCreate(ze_context_handle_t, const ze_event_pool_desc_t*, uint32_t, ze_device_handle_t*,
                             ze_event_pool_handle_t* out) {
   *out = reinterpret_cast<ze_event_pool_handle_t>(new EventPool);
+  ++g_event_pools;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t EventPoolDestroy(ze_event_pool_handle_t p) {
   delete reinterpret_cast<EventPool*>(p);
+  --g_event_pools;
   return ZE_RESULT_SUCCESS;
 }
 ze_result_t EventCreate(ze_event_pool_handle_t, const ze_event_desc_t*, ze_event_handle_t* out) {
@@ -453,6 +456,9 @@ FAKE_TABLE(zeGetVirtualMemProcAddrTable, ze_virtual_mem_dditable_t) { (void)t; r
 
 // For the test: kernel launches the fake has executed (counted) so far.
 FAKE_EXPORT uint64_t spora_fake_ze_launches() { return g_launches.load(); }
+// For the test: event pools created and not yet destroyed (the plugin adds
+// one per 64 events it holds, so leaked events show as new pools).
+FAKE_EXPORT int64_t spora_fake_ze_event_pools() { return g_event_pools.load(); }
 FAKE_TABLE(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }
 FAKE_TABLE(zeGetEventExpProcAddrTable, ze_event_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }
 FAKE_TABLE(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }
