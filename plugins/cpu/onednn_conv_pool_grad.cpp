@@ -5,7 +5,8 @@
 // layout (nChw16c on AVX-512, nChw8c on AVX2) the backward convolutions
 // were made for, in the kernel's workspace; oneDNN's backward-weights
 // primitive then reads it for the weight and bias gradients and the
-// backward-data one for the input's. Unfused the same work was
+// backward-data one for the input's (through one reorder in the rare case
+// that the two took different layouts). Unfused the same work was
 // max_pool2d_grad, greater and where over NCHW (three passes), sum for the
 // bias, and each convolution gradient reordering g into blocks again
 // (0.5 ms per reorder of the main job's LeNet b64 first activation here).
