@@ -183,6 +183,46 @@ def test_backward_is_one_op_and_matches_numpy(cpu, monkeypatch, shape, out_ch):
         np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"{name} vs numpy")
 
 
+def _hand_written_backward(cpu, x_first):
+    """The backward ops of a conv + relu + 2x2 pooling, written by hand with
+    a reader of dx placed before the weight gradient; x is declared before
+    everything (x_first) or only after that reader."""
+    n, c, h, w, o = 2, 8, 8, 8, 16
+    g = S.Graph("order")
+    x = g.input("x", S.DTYPE_F32, [n, c, h, w]) if x_first else None
+    wt = g.input("w", S.DTYPE_F32, [o, c, 3, 3])
+    a = g.input("a", S.DTYPE_F32, [n, o, h, w])
+    dy = g.input("dy", S.DTYPE_F32, [n, o, h // 2, w // 2])
+    zero = g.constant(H.to_spora(cpu, np.zeros((), np.float32), "f32"))
+    p = g.op("max_pool2d_grad", [a, dy], POOL)[0]
+    gr = g.op("where", [g.op("greater", [a, zero])[0], p, zero])[0]
+    dx = g.op("conv2d_grad_input", [gr, wt], {"padding": [1, 1], "input_shape": [n, c, h, w]})[0]
+    early = g.op("sum", [g.op("mul", [dx, dx])[0]])[0]
+    if not x_first:
+        x = g.input("x", S.DTYPE_F32, [n, c, h, w])
+    dw = g.op("conv2d_grad_weight", [x, gr], {"padding": [1, 1], "weight_shape": [o, c, 3, 3]})[0]
+    db = g.op("sum", [gr], {"axes": [0, 2, 3]})[0]
+    g.set_outputs([early, dw, db])
+    rng = np.random.default_rng(8)
+    vals = {"w": rng.standard_normal((o, c, 3, 3)), "a": np.maximum(rng.standard_normal((n, o, h, w)), 0),
+            "dy": rng.standard_normal((n, o, h // 2, w // 2)), "x": rng.standard_normal((n, c, h, w))}
+    order = ["x", "w", "a", "dy"] if x_first else ["w", "a", "dy", "x"]
+    return g, [vals[k].astype(np.float32) for k in order]
+
+
+@pytest.mark.parametrize("x_first", [True, False], ids=["fused-before-the-reader", "x-too-late"])
+def test_fusion_goes_before_the_first_reader_or_not_at_all(cpu, monkeypatch, x_first):
+    """The fused op is placed before the first reader of its results; when
+    one of its inputs is defined only after that reader it cannot be, and
+    the ops stay apart. Either way the graph computes what it did."""
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    g, vals = _hand_written_backward(cpu, x_first)
+    o = _optimized(g)
+    assert ("conv2d_act_pool_grad(" in o.text()) == x_first, o.text()
+    for i, (gv, wv) in enumerate(zip(_run(o, cpu, vals, 3), _run(g, cpu, vals, 3))):
+        np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"output {i}")
+
+
 def _mask_graph(shape, act):
     """conv2d_act_pool_grad over a 1x1 convolution with identity weights:
     its input gradient (output 2) is the relu-masked pooling gradient g the

@@ -139,16 +139,19 @@ bool conv_pool_grad_fusion(Graph& g, const PassContext& ctx) {
     for (int32_t part : {f.pool, f.where, f.mask, f.weight, f.input, f.sum})
       if (part >= 0 && node(part).device != p.device) same_device = false;
     if (!same_device || !target.fuses_conv_pool_grad(dtype)) continue;
-    // Placement: before the first reader of a result, after its inputs.
+    // Placement: before the first reader of a result (the end when the
+    // results are only graph outputs), after its inputs.
     f.at = n;
-    for (int32_t part : {f.weight, f.input, f.sum}) {
-      if (part < 0) continue;
-      if (is_output[static_cast<size_t>(part)]) f.at = n;
-      for (int32_t u : readers(part)) f.at = std::min(f.at, u);
-    }
+    for (int32_t part : {f.weight, f.input, f.sum})
+      if (part >= 0)
+        for (int32_t u : readers(part)) f.at = std::min(f.at, u);
     int32_t last_input = 0;
-    for (const Value& v : {f.x, f.w, f.a, f.dy}) last_input = std::max(last_input, v.node);
-    if (last_input >= f.at) continue;
+    bool own_input = false;  // an input made by one of the replaced ops
+    for (const Value& v : {f.x, f.w, f.a, f.dy}) {
+      last_input = std::max(last_input, v.node);
+      for (int32_t part : {f.pool, f.where, f.mask, f.weight, f.input, f.sum}) own_input |= v.node == part;
+    }
+    if (last_input >= f.at || own_input) continue;
     for (int32_t part : {f.pool, f.where, f.mask, f.weight, f.input, f.sum})
       if (part >= 0) removed[static_cast<size_t>(part)] = true;
     fusions.push_back(f);
