@@ -223,7 +223,7 @@ def test_fusion_goes_before_the_first_reader_or_not_at_all(cpu, monkeypatch, x_f
         np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"output {i}")
 
 
-def _mask_graph(shape, act):
+def _mask_graph(shape, act, k=2):
     """conv2d_act_pool_grad over a 1x1 convolution with identity weights:
     its input gradient (output 2) is the relu-masked pooling gradient g the
     kernel builds, exactly (each element is g times 1 plus zeros)."""
@@ -232,29 +232,30 @@ def _mask_graph(shape, act):
     x = g.input("x", S.DTYPE_F32, list(shape))
     wt = g.input("w", S.DTYPE_F32, [c, c, 1, 1])
     a = g.input("a", S.DTYPE_F32, list(shape))
-    dy = g.input("dy", S.DTYPE_F32, [n, c, h // 2, w // 2])
-    outs = g.op("conv2d_act_pool_grad", [x, wt, a, dy], {"activation": act, "pool_kernel_size": [2, 2]})
+    dy = g.input("dy", S.DTYPE_F32, [n, c, h // k, w // k])
+    outs = g.op("conv2d_act_pool_grad", [x, wt, a, dy], {"activation": act, "pool_kernel_size": [k, k]})
     g.set_outputs(outs[:3])
     return g
 
 
-def _mask_values(shape, rng):
+def _mask_values(shape, rng, k=2):
     n, c, h, w = shape
     a = rng.standard_normal(shape).astype(np.float32)
     a[a < -1.5] = 0.0  # relu outputs: zeros, ...
     a[0, 0, 0, :2] = a[0, 0, 1, :2] = 2.0  # a tie (the first wins)
     a[0, min(1, c - 1), 2, 3] = np.nan  # a NaN (wins its window: masked to 0 by relu)
     a[-1, -1, :2, :2] = -0.0
-    dy = rng.standard_normal((n, c, h // 2, w // 2)).astype(np.float32)
+    dy = rng.standard_normal((n, c, h // k, w // k)).astype(np.float32)
     dy[0, 0, -1, -1] = -0.0
     return [rng.standard_normal(shape).astype(np.float32), np.eye(c, dtype=np.float32).reshape(c, c, 1, 1), a, dy]
 
 
 @pytest.mark.parametrize("act", ["relu", "none"])
-@pytest.mark.parametrize("shape", [(2, 16, 9, 7), (3, 6, 8, 8)], ids=["cut-off-windows", "padded-block"])
-def test_masked_pooling_gradient_is_the_decompositions(cpu, monkeypatch, shape, act):
-    vals = _mask_values(shape, np.random.default_rng(6))
-    g = _mask_graph(shape, act)
+@pytest.mark.parametrize("shape,k", [((2, 16, 9, 7), 2), ((3, 6, 8, 8), 2), ((2, 16, 9, 7), 3)],
+                         ids=["cut-off-windows", "padded-block", "3x3-scalar-path"])
+def test_masked_pooling_gradient_is_the_decompositions(cpu, monkeypatch, shape, k, act):
+    vals = _mask_values(shape, np.random.default_rng(6), k)
+    g = _mask_graph(shape, act, k)
     got = _run(g, cpu, vals, 3)
     # The sim device has no kernel for the op and runs the decomposition.
     sim = S.Context().device_find("sim")
@@ -278,7 +279,7 @@ def test_backward_under_avx2():
                            "masked_pooling or backward_is_one_op"], env=env, capture_output=True, text=True,
                           timeout=300)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and re.search(r"^7 passed", out, re.M), out[-3000:]
+    assert proc.returncode == 0 and re.search(r"^9 passed", out, re.M), out[-3000:]
     built = [line for line in out.splitlines() if "conv2d_act_pool_grad" in line and "g built in" in line]
     assert built and all("g built in nChw8c" in line and "avx512" not in line for line in built), built
 
