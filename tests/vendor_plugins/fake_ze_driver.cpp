@@ -237,7 +237,9 @@ ze_result_t ListDestroy(ze_command_list_handle_t h) {
   delete reinterpret_cast<List*>(h);
   return ZE_RESULT_SUCCESS;
 }
+std::atomic<bool> g_fail_signal_barriers{false};
 ze_result_t AppendBarrier(ze_command_list_handle_t h, ze_event_handle_t sig, uint32_t n, ze_event_handle_t* w) {
+  if (sig && g_fail_signal_barriers) return ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY;  // appends nothing
   command(h, sig, n, w, nullptr);
   return ZE_RESULT_SUCCESS;
 }
@@ -459,6 +461,8 @@ FAKE_EXPORT uint64_t spora_fake_ze_launches() { return g_launches.load(); }
 // For the test: event pools created and not yet destroyed (the plugin adds
 // one per 64 events it holds, so leaked events show as new pools).
 FAKE_EXPORT int64_t spora_fake_ze_event_pools() { return g_event_pools.load(); }
+// For the test: while set, a barrier that would signal an event fails.
+FAKE_EXPORT void spora_fake_ze_fail_signal_barriers(int fail) { g_fail_signal_barriers = fail != 0; }
 FAKE_TABLE(zeGetDeviceExpProcAddrTable, ze_device_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }
 FAKE_TABLE(zeGetEventExpProcAddrTable, ze_event_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }
 FAKE_TABLE(zeGetImageExpProcAddrTable, ze_image_exp_dditable_t) { (void)t; return ZE_RESULT_SUCCESS; }

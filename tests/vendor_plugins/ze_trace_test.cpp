@@ -6,7 +6,8 @@
 // and ended on the stream's watcher thread ("ze<device>-s<n>") once the
 // stream reached the work, then "ze.kernel" / "ze.copy" there until the
 // work is done; one hook call and no thread while no profiler runs; events
-// recycled; the watcher drained and gone when the stream is destroyed.
+// recycled, also when their barrier could not be appended (the spans then
+// close at once); the watcher drained and gone when the stream is destroyed.
 // (The profiler's own side, spans and arrows in the written trace, is
 // checked from Python in test_ze_profiler.py.)
 #include <dirent.h>
@@ -154,6 +155,7 @@ bool no_watchers() {
 struct Plugin {
   const spora_device_api_t* api = nullptr;
   int64_t (*event_pools)() = nullptr;
+  void (*fail_signal_barriers)(int) = nullptr;
 };
 
 const Plugin& plugin() {
@@ -177,6 +179,7 @@ const Plugin& plugin() {
     if (void* f = dlopen(std::getenv("ZE_ENABLE_ALT_DRIVERS"), RTLD_NOW | RTLD_NOLOAD)) {
       g_log.launches = reinterpret_cast<uint64_t (*)()>(dlsym(f, "spora_fake_ze_launches"));
       p.event_pools = reinterpret_cast<int64_t (*)()>(dlsym(f, "spora_fake_ze_event_pools"));
+      p.fail_signal_barriers = reinterpret_cast<void (*)(int)>(dlsym(f, "spora_fake_ze_fail_signal_barriers"));
     }
     return p;
   }();
@@ -242,6 +245,7 @@ class ZeTrace : public ::testing::Test {
     ASSERT_NE(p.api, nullptr);
     ASSERT_NE(g_log.launches, nullptr);
     ASSERT_NE(p.event_pools, nullptr);
+    ASSERT_NE(p.fail_signal_barriers, nullptr);
     {
       std::lock_guard<std::mutex> lock(g_log.mu);
       g_log.calls.clear();
@@ -421,6 +425,37 @@ TEST_F(ZeTrace, EventsAreRecycled) {
     ASSERT_EQ(wait_calls(calls).size(), calls);
     if (i == 0) pools = p.event_pools();
   }
+  EXPECT_EQ(p.event_pools(), pools);
+  ok(p.api->stream_destroy(s), "stream_destroy");
+}
+
+TEST_F(ZeTrace, WorkWhosePointsCouldNotBeAppendedStillClosesItsSpans) {
+  const Plugin& p = plugin();
+  spora_stream_t* s = nullptr;
+  ok(p.api->stream_create(0, &s), "stream_create");
+  ok(p.api->stream_synchronize(s), "stream_synchronize");
+  const int64_t pools = p.event_pools();
+  g_log.on = true;
+  const uint64_t launched = g_log.launches();
+  p.fail_signal_barriers(1);
+  for (int i = 0; i < 100; ++i) ok(p.api->kernel_launch(relu_, &a_, &b_, nullptr, s), "kernel_launch relu");
+  p.fail_signal_barriers(0);
+  // Nothing to wait for: each work's spans close at once, in order.
+  const std::vector<Call> c = wait_calls(400);
+  ASSERT_EQ(c.size(), 400u);
+  std::vector<Call> watcher;  // the launch spans begin on this thread meanwhile
+  for (const Call& x : c)
+    if (x.tid != std::this_thread::get_id()) watcher.push_back(x);
+  ASSERT_EQ(watcher.size(), 300u);
+  for (size_t i = 0; i < 300; i += 3) {
+    EXPECT_FALSE(watcher[i].begin);  // the launch span
+    EXPECT_TRUE(watcher[i + 1].begin && watcher[i + 1].category == "ze.kernel");
+    EXPECT_TRUE(!watcher[i + 2].begin && watcher[i + 2].id == watcher[i + 1].id) << i;
+  }
+  ok(p.api->stream_synchronize(s), "stream_synchronize");
+  EXPECT_EQ(g_log.launches() - launched, 100u);  // the work itself ran
+  // 100 start events taken and given back at once (no end point is taken
+  // without a start): kept, they would have needed a second pool of 64.
   EXPECT_EQ(p.event_pools(), pools);
   ok(p.api->stream_destroy(s), "stream_destroy");
 }
