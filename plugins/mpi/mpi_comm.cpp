@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "mpi_state.h"
@@ -160,6 +161,19 @@ spora_plugin_error_t* wait_pair(spora_comm_t* comm, MPI_Request a, MPI_Request b
   return wait(comm, b, what, ms_left(deadline, timeout_ms), timeout_ms);
 }
 
+void keep_forever(std::shared_ptr<void> memory) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>;  // never destroyed: MPI may write it during exit
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::move(memory));
+}
+
+void abandon_scratch(spora_comm_t* comm) {
+  if (!comm->scratch) return;
+  keep_forever(std::shared_ptr<std::vector<char>>(comm->scratch));
+  comm->scratch = nullptr;
+}
+
 char* scratch(spora_comm_t* comm, size_t bytes) {
   if (!comm->scratch) comm->scratch = new std::vector<char>();
   if (comm->scratch->size() < bytes) comm->scratch->resize(bytes);
@@ -246,7 +260,8 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
     // is a timeout, not a hang, and check the claimed ranks form a permutation.
     // What MPI writes into while a request is pending lives on the heap: a
     // request abandoned by a timeout may still complete later, so on a
-    // timeout this is leaked rather than left on a stack that is gone.
+    // timeout this is kept (keep_forever) rather than left on a stack that
+    // is gone.
     struct Scratch {
       MPI_Comm dup = MPI_COMM_NULL;
       int mine = 0;
@@ -263,7 +278,7 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
       if (auto* e = mpi_error(MPI_Comm_idup(MPI_COMM_WORLD, &dup, &req), "comm_init: MPI_Comm_idup")) return e;
     }
     if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) {
-      scratch.release();  // NOLINT: MPI may still write dup
+      keep_forever(std::move(scratch));  // MPI may still write dup
       return e;
     }
     std::vector<int>& claimed = scratch->claimed;
@@ -278,7 +293,7 @@ spora_plugin_error_t* comm_init(const spora_comm_id_t* id, int32_t rank, int32_t
         return e;
     }
     if (auto* e = wait(&probe, req, "comm_init", init_timeout_ms())) {
-      scratch.release();  // NOLINT: MPI may still read mine and write claimed
+      keep_forever(std::move(scratch));  // MPI may still read mine and write claimed
       return e;
     }
     std::vector<int> sorted = claimed;

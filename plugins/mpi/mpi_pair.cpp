@@ -22,7 +22,7 @@ spora_plugin_error_t* pair_all_reduce(spora_comm_t* comm, void* buf, size_t coun
   const int peer = 1 - comm->rank;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
   const size_t bytes = count * esize;
-  char* theirs = scratch(comm, bytes);  // plugin-owned: dropped and leaked if the receive is abandoned
+  char* theirs = scratch(comm, bytes);  // plugin-owned: given up (abandon_scratch) if the receive is abandoned
   MPI_Request rq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   {
     auto lock = mpi_lock();
@@ -31,12 +31,12 @@ spora_plugin_error_t* pair_all_reduce(spora_comm_t* comm, void* buf, size_t coun
     if (auto* e = mpi_error(MPI_Isend(buf, static_cast<int>(count), type, peer, kPairTag, comm->comm, &rq[1]), what)) {
       lock.unlock();
       if (auto* e2 = wait(comm, rq[0], what, 0)) e2->destroy(e2);  // abandons the receive
-      comm->scratch = nullptr;
+      abandon_scratch(comm);
       return e;
     }
   }
   if (auto* e = wait_pair(comm, rq[0], rq[1], what, deadline, timeout_ms)) {
-    comm->scratch = nullptr;  // leaked: the abandoned receive may still write it
+    abandon_scratch(comm);  // the abandoned receive may still write it
     return e;
   }
   // Both ranks compute op(rank 0's values, rank 1's values), in that order,

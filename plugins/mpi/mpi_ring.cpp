@@ -59,8 +59,8 @@ spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t coun
   const size_t seg = fits ? max_chunk : std::max<size_t>(1, kSegmentBytes / esize);
   const size_t slots = fits ? 1 : kWindow;
   // The slots live in the communicator's scratch (plugin-owned: if a step
-  // is abandoned, MPI may still write it, so it is then dropped from the
-  // communicator and leaked, never freed).
+  // is abandoned, MPI may still write it, so it is then given up to
+  // keep_forever, never freed).
   char* tmp = scratch(comm, slots * seg * esize);
   auto slot = [&](size_t k) { return tmp + (k % slots) * seg * esize; };
   std::vector<MPI_Request> recvs, sends;
@@ -71,7 +71,7 @@ spora_plugin_error_t* ring_all_reduce(spora_comm_t* comm, void* buf, size_t coun
     for (MPI_Request& q : sends)
       if (q != MPI_REQUEST_NULL)
         if (spora_plugin_error_t* e2 = wait(comm, q, what, 0)) e2->destroy(e2);
-    comm->scratch = nullptr;  // leaked: a pending receive may write it
+    abandon_scratch(comm);  // a pending receive may write it
     return e;
   };
   for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: chunk (r - s - 1) gathers every rank's share

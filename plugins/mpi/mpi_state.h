@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -62,8 +63,19 @@ spora_plugin_error_t* wait_pair(spora_comm_t* comm, MPI_Request a, MPI_Request b
                                 std::chrono::steady_clock::time_point deadline, int64_t timeout_ms);
 
 // The communicator's scratch, grown to at least `bytes`. A call that
-// abandons a receive into it sets comm->scratch to null (leaking it).
+// abandons a receive into it gives it up with abandon_scratch.
 char* scratch(spora_comm_t* comm, size_t bytes);
+
+// Memory an abandoned MPI request may still write (a receive buffer, a
+// communicator being duplicated) must outlive the request, which may never
+// complete: it is kept, reachable from a process-wide list, until the
+// process ends -- never freed, so never reused under MPI's feet, and not a
+// leak (LeakSanitizer sees it held). Only failed calls (timeouts, aborts)
+// keep anything, and each breaks its communicator for good.
+void keep_forever(std::shared_ptr<void> memory);
+// Moves the communicator's scratch to keep_forever; the next call gets a
+// fresh one.
+void abandon_scratch(spora_comm_t* comm);
 
 // An error for a communicator that is aborted or broken, else null.
 spora_plugin_error_t* check_usable(spora_comm_t* comm, const char* what);
