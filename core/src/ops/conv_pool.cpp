@@ -20,35 +20,16 @@
 #include <string>
 
 #include "ir/op.h"
+#include "ops/conv_pool_parts.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
 
-const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
-constexpr const char* kConvAttrs[] = {"stride", "padding", "pad_mode", "dilation", "groups", "activation"};
-constexpr const char* kPoolAttrs[] = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
-
-const OpDef& registered(const char* name) {
-  const OpDef* d = OpRegistry::get().find(name);
-  if (!d) fail(Code::kInternal, "[conv2d_act_pool] {} is not registered", name);
-  return *d;
-}
-
-// The attributes of the two parts, as conv2d_act and max_pool2d take them.
-Attrs conv_part(const Attrs& a) {
-  Attrs out;
-  for (const char* n : kConvAttrs)
-    if (const AttrValue* v = a.find(n)) out.set(n, *v);
-  return out;
-}
-Attrs pool_part(const Attrs& a) {
-  Attrs out;
-  for (const char* n : kPoolAttrs)
-    if (const AttrValue* v = a.find(std::string("pool_") + n)) out.set(n, *v);
-  return out;
-}
+using conv_pool::pool_part;
+const OpDef& registered(const char* name) { return conv_pool::registered("conv2d_act_pool", name); }
+Attrs conv_part(const Attrs& a) { return conv_pool::conv_part(a, true); }
 
 bool keeps_activation(const Attrs& a) {
   const AttrValue* v = a.find("keep_activation");
@@ -139,19 +120,9 @@ void register_conv_pool_ops(OpRegistry& r) {
   d.name = "conv2d_act_pool";
   d.inputs = {"x", "w", "b"};
   d.outputs = {"y"};
-  d.attrs = {{"stride", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-             {"pad_mode", AttrType::kString, false, AttrValue::of_string("explicit")},
-             {"dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"groups", AttrType::kInt, false, AttrValue::of_int(1)},
-             {"activation", AttrType::kString, false, AttrValue::of_string("none")},
-             {"pool_kernel_size", AttrType::kInts, true, {}},
-             {"pool_stride", AttrType::kInts, false, AttrValue::of_ints({})},
-             {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-             {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)},
-             {"keep_activation", AttrType::kBool, false, AttrValue::of_bool(false)}};
-  d.dtypes = kFloat;
+  d.attrs = conv_pool::attr_specs("none");
+  d.attrs.push_back({"keep_activation", AttrType::kBool, false, AttrValue::of_bool(false)});
+  d.dtypes = conv_pool::float_dtypes();
   d.infer = infer_conv_pool;
   d.doc =
       "max_pool2d(conv2d_act(x, w, b)) as one op (conv2d_act's attributes, max_pool2d's prefixed pool_); "

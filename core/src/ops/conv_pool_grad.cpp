@@ -26,35 +26,19 @@
 #include <string>
 
 #include "ir/op.h"
+#include "ops/conv_pool_parts.h"
 #include "ops/rule_helpers.h"
 #include "support/error.h"
 
 namespace spora {
 namespace {
 
-const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
-constexpr const char* kConvAttrs[] = {"stride", "padding", "pad_mode", "dilation", "groups"};
-constexpr const char* kPoolAttrs[] = {"kernel_size", "stride", "padding", "dilation", "ceil_mode"};
 constexpr const char* kOp = "conv2d_act_pool_grad";
 
-const OpDef& registered(const char* name) {
-  const OpDef* d = OpRegistry::get().find(name);
-  if (!d) fail(Code::kInternal, "[{}] {} is not registered", kOp, name);
-  return *d;
-}
+using conv_pool::pool_part;
+const OpDef& registered(const char* name) { return conv_pool::registered(kOp, name); }
+Attrs conv_part(const Attrs& a) { return conv_pool::conv_part(a, false); }
 
-Attrs conv_part(const Attrs& a) {
-  Attrs out;
-  for (const char* n : kConvAttrs)
-    if (const AttrValue* v = a.find(n)) out.set(n, *v);
-  return out;
-}
-Attrs pool_part(const Attrs& a) {
-  Attrs out;
-  for (const char* n : kPoolAttrs)
-    if (const AttrValue* v = a.find(std::string("pool_") + n)) out.set(n, *v);
-  return out;
-}
 bool input_grad(const Attrs& a) {
   const AttrValue* v = a.find("input_grad");
   return v && v->i != 0;
@@ -147,19 +131,9 @@ void register_conv_pool_grad_ops(OpRegistry& r) {
   d.name = kOp;
   d.inputs = {"x", "w", "a", "dy"};
   d.outputs = {"dw"};
-  d.attrs = {{"stride", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-             {"pad_mode", AttrType::kString, false, AttrValue::of_string("explicit")},
-             {"dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"groups", AttrType::kInt, false, AttrValue::of_int(1)},
-             {"activation", AttrType::kString, false, AttrValue::of_string("relu")},
-             {"pool_kernel_size", AttrType::kInts, true, {}},
-             {"pool_stride", AttrType::kInts, false, AttrValue::of_ints({})},
-             {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
-             {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-             {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)},
-             {"input_grad", AttrType::kBool, false, AttrValue::of_bool(true)}};
-  d.dtypes = kFloat;
+  d.attrs = conv_pool::attr_specs("relu");
+  d.attrs.push_back({"input_grad", AttrType::kBool, false, AttrValue::of_bool(true)});
+  d.dtypes = conv_pool::float_dtypes();
   d.infer = infer_conv_pool_grad;
   d.doc =
       "conv2d_act_pool's backward pass (relu or none): g = act'(a) * max_pool2d_grad(a, dy); outputs "

@@ -1,0 +1,63 @@
+// What conv2d_act_pool (conv_pool.cpp) and its backward op
+// conv2d_act_pool_grad (conv_pool_grad.cpp) share: their attributes --
+// conv2d's, the activation, and max_pool2d's prefixed "pool_" -- and the
+// split of those attributes into the parts' own, through which both ops
+// infer and decompose.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "ir/op.h"
+#include "support/error.h"
+
+namespace spora::conv_pool {
+
+inline const std::vector<DType>& float_dtypes() {
+  static const std::vector<DType> kFloat = {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16};
+  return kFloat;
+}
+
+// A part's registered op; `op` (the fused op) names the error.
+inline const OpDef& registered(const char* op, const char* name) {
+  const OpDef* d = OpRegistry::get().find(name);
+  if (!d) fail(Code::kInternal, "[{}] {} is not registered", op, name);
+  return *d;
+}
+
+// The convolution's attributes as conv2d takes them, with `activation`
+// too for conv2d_act.
+inline Attrs conv_part(const Attrs& a, bool with_activation) {
+  Attrs out;
+  for (const char* n : {"stride", "padding", "pad_mode", "dilation", "groups", "activation"}) {
+    if (!with_activation && std::string(n) == "activation") continue;
+    if (const AttrValue* v = a.find(n)) out.set(n, *v);
+  }
+  return out;
+}
+
+// The pooling's attributes ("pool_" dropped) as max_pool2d and
+// max_pool2d_grad take them.
+inline Attrs pool_part(const Attrs& a) {
+  Attrs out;
+  for (const char* n : {"kernel_size", "stride", "padding", "dilation", "ceil_mode"})
+    if (const AttrValue* v = a.find(std::string("pool_") + n)) out.set(n, *v);
+  return out;
+}
+
+// The attributes both ops declare, the activation defaulting to
+// `activation`; each op appends its own flag.
+inline std::vector<AttrSpec> attr_specs(const char* activation) {
+  return {{"stride", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
+          {"padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
+          {"pad_mode", AttrType::kString, false, AttrValue::of_string("explicit")},
+          {"dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
+          {"groups", AttrType::kInt, false, AttrValue::of_int(1)},
+          {"activation", AttrType::kString, false, AttrValue::of_string(activation)},
+          {"pool_kernel_size", AttrType::kInts, true, {}},
+          {"pool_stride", AttrType::kInts, false, AttrValue::of_ints({})},
+          {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
+          {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
+          {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)}};
+}
+
+}  // namespace spora::conv_pool
