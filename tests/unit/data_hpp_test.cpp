@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <spora/spora.hpp>
 
+#include <algorithm>
 #include <filesystem>
 
 namespace fs = std::filesystem;
@@ -71,4 +72,44 @@ TEST(DataHpp, DeviceQueueOnSimGivesTheSameBatches) {
     EXPECT_TRUE(images == first) << "depth " << depth;
     EXPECT_THROW(it.device_queue(2), spora::Error);  // after the first row
   }
+}
+
+// spora::DeviceQueue over spora_device_queue_*: batches come out first in,
+// first out with the values pushed, though the caller overwrites its host
+// buffers right after each push; pending() counts; cpu has no queue.
+TEST(DataHpp, DeviceQueueWrapperKeepsOrderAndValues) {
+  spora::Context ctx;
+  spora_device_t* sim = nullptr;
+  if (spora_device_find(ctx.get(), "sim", &sim) != SPORA_OK) GTEST_SKIP() << "no sim device";
+  spora::DeviceQueue q{spora::Device(sim)};
+  ASSERT_TRUE(q.enabled());
+  EXPECT_THROW(q.pop(), spora::Error);  // nothing pushed
+  std::vector<float> x(6);
+  std::vector<int32_t> y(2);
+  for (int b = 0; b < 3; ++b) {
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(100 * b) + static_cast<float>(i);
+    y = {b, -b};
+    q.push({spora::DeviceQueue::Column::of({2, 3}, x), spora::DeviceQueue::Column::of({2}, y)});
+    std::fill(x.begin(), x.end(), -1.0f);  // the queue read them already
+  }
+  EXPECT_EQ(q.pending(), 3u);
+  for (int b = 0; b < 3; ++b) {
+    std::vector<spora::Tensor> row = q.pop();
+    ASSERT_EQ(row.size(), 2u);
+    const std::vector<float> got = row[0].read<float>();
+    ASSERT_EQ(got.size(), 6u);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(100 * b) + static_cast<float>(i));
+    EXPECT_EQ(row[1].read<int32_t>(), (std::vector<int32_t>{b, -b}));
+  }
+  EXPECT_EQ(q.pending(), 0u);
+  // A column whose bytes do not fit its shape is refused, and nothing is queued.
+  EXPECT_THROW(q.push({spora::DeviceQueue::Column{SPORA_DTYPE_F32, {4}, x.data(), 3 * sizeof(float)}}), spora::Error);
+  EXPECT_EQ(q.pending(), 0u);
+
+  spora_device_t* cpu = nullptr;
+  ASSERT_EQ(spora_device_find(ctx.get(), "cpu", &cpu), SPORA_OK);
+  spora::DeviceQueue none{spora::Device(cpu)};
+  EXPECT_FALSE(none.enabled());
+  EXPECT_THROW(none.push({}), spora::Error);
+  EXPECT_EQ(none.pending(), 0u);
 }

@@ -142,6 +142,14 @@ template <>
 struct dtype_of<double> {
   static constexpr spora_dtype_t value = SPORA_DTYPE_F64;
 };
+template <>
+struct dtype_of<int32_t> {
+  static constexpr spora_dtype_t value = SPORA_DTYPE_I32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr spora_dtype_t value = SPORA_DTYPE_I64;
+};
 
 class Tensor {
  public:
@@ -737,6 +745,83 @@ class DatasetIterator {
  private:
   spora_dataset_iter_t* it_ = nullptr;
   size_t n_ = 0;
+};
+
+// A device queue for batches one's own pipeline makes (spora_device_queue_*):
+// push batch k+1 before running the step on batch k, then pop() batch k+1
+// for the next step; device work enqueued after pop() waits for that
+// batch's copies, the host does not. On a device that shares host memory
+// (cpu) there is nothing to copy ahead: enabled() is false and push/pop
+// throw. One thread at a time.
+class DeviceQueue {
+ public:
+  // One column of a batch on the host: read before push() returns.
+  struct Column {
+    spora_dtype_t dtype;
+    std::vector<int64_t> shape;
+    const void* data;
+    size_t bytes;
+    template <class T>
+    static Column of(const std::vector<int64_t>& shape, const std::vector<T>& data) {
+      return {dtype_of<T>::value, shape, data.data(), data.size() * sizeof(T)};
+    }
+  };
+
+  explicit DeviceQueue(Device device) { check(spora_device_queue_create(device.get(), &q_)); }
+  ~DeviceQueue() { spora_device_queue_free(q_); }
+  DeviceQueue(const DeviceQueue&) = delete;
+  DeviceQueue& operator=(const DeviceQueue&) = delete;
+  DeviceQueue(DeviceQueue&& o) noexcept : q_(std::exchange(o.q_, nullptr)), widths_(std::move(o.widths_)) {}
+
+  bool enabled() const noexcept { return q_ != nullptr; }
+
+  // Enqueues one batch's host->device copies and returns without waiting.
+  void push(const std::vector<Column>& batch) {
+    if (!q_)
+      throw Error(SPORA_ERROR_INVALID_ARGUMENT,
+                  "[device_queue] push: the device shares host memory (enabled() is false)");
+    std::vector<spora_dtype_t> dtypes;
+    std::vector<const int64_t*> shapes;
+    std::vector<int32_t> ndims;
+    std::vector<const void*> data;
+    std::vector<size_t> bytes;
+    for (const Column& c : batch) {
+      dtypes.push_back(c.dtype);
+      shapes.push_back(c.shape.data());
+      ndims.push_back(static_cast<int32_t>(c.shape.size()));
+      data.push_back(c.data);
+      bytes.push_back(c.bytes);
+    }
+    check(spora_device_queue_push(q_, dtypes.data(), shapes.data(), ndims.data(), data.data(), bytes.data(),
+                                  batch.size()));
+    widths_.push_back(batch.size());
+  }
+
+  // The oldest pushed batch, one tensor per column on the device.
+  std::vector<Tensor> pop() {
+    if (!q_)
+      throw Error(SPORA_ERROR_INVALID_ARGUMENT,
+                  "[device_queue] pop: the device shares host memory (enabled() is false)");
+    if (widths_.empty()) throw Error(SPORA_ERROR_INVALID_ARGUMENT, "[device_queue] pop: no batch was pushed");
+    std::vector<spora_tensor_t*> out(widths_.front(), nullptr);
+    size_t n = 0;
+    check(spora_device_queue_pop(q_, out.data(), out.size(), &n));
+    widths_.erase(widths_.begin());
+    std::vector<Tensor> row;
+    for (size_t i = 0; i < n; ++i) row.emplace_back(out[i]);
+    return row;
+  }
+
+  // Batches pushed and not popped yet.
+  size_t pending() const {
+    size_t n = 0;
+    if (q_) check(spora_device_queue_pending(q_, &n));
+    return n;
+  }
+
+ private:
+  spora_device_queue_t* q_ = nullptr;
+  std::vector<size_t> widths_;  // columns of each batch pushed and not popped, oldest first
 };
 
 class Dataset {
