@@ -118,10 +118,17 @@ cudaError_t launch_conv(const GpuPlan& plan, const void* const* in, void* const*
 
 }  // namespace
 
-spora_plugin_error_t* plan_conv(GpuPlan& gp, const TypeChoice& t) {
+spora_plugin_error_t* plan_conv(GpuPlan& gp, const TypeChoice& dtype_types) {
   auto s = std::make_shared<ConvState>();
-  s->t = t;
   s->dtype = gp.desc.out[0].dtype;
+  // The user's convolution precision (the core adds "conv_precision" to the
+  // descriptor only when it is not "highest"): f32 under "high" may use TF32.
+  const std::string pv = gp.desc.attrs.get_string("conv_precision", "highest");
+  ConvPrecision prec;
+  if (!conv_precision_of(pv, &prec))
+    return spora::plugin::invalid(gp.desc, "conv_precision must be \"highest\" or \"high\", got \"" + pv + "\"");
+  s->t = conv_type_choice(dtype_types, gp.desc.in[0].dtype, prec);
+  const TypeChoice& t = s->t;
   if (std::string why = conv_args_of(gp.desc, &s->a); !why.empty()) return spora::plugin::unsupported(gp.desc, why);
   const ConvArgs& a = s->a;
   if (a.epilogue()) {
@@ -143,7 +150,7 @@ spora_plugin_error_t* plan_conv(GpuPlan& gp, const TypeChoice& t) {
 
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return spora::plugin::unsupported(gp.desc, "no current device");
-  std::vector<int64_t> key = conv_signature(a, s->dtype);
+  std::vector<int64_t> key = conv_signature(a, s->dtype, t);
   key.insert(key.begin(), device);
   bool cached = false;
   {

@@ -381,6 +381,40 @@ static void test_options(spora_device_t* dev) {
   spora_tensor_free(ty);
 }
 
+/* conv_precision "high" lets a device use TF32 for f32 convolutions; cpu
+ * and sim ignore it: the same bits as under "highest", for inputs whose
+ * products TF32 would round. */
+static void test_conv_precision(spora_device_t* dev) {
+  const int64_t xs[4] = {1, 1, 4, 4}, ws[4] = {1, 1, 3, 3};
+  float x[16], w[9], y0[4], y1[4];
+  const char* v = NULL;
+  spora_tensor_t *tx, *tw, *ty;
+  int i;
+  for (i = 0; i < 16; ++i) x[i] = 1.0f / (float)(i + 3);
+  for (i = 0; i < 9; ++i) w[i] = 1.0f + 1.0f / (float)(i + 7);
+  tx = make(dev, SPORA_DTYPE_F32, xs, 4, x, sizeof x);
+  tw = make(dev, SPORA_DTYPE_F32, ws, 4, w, sizeof w);
+  OK(spora_get_option("conv_precision", &v));
+  EXPECT(v && strcmp(v, "highest") == 0, "default conv_precision %s", v ? v : "(null)");
+  ty = call1("conv2d", tx, tw, NULL);
+  OK(spora_tensor_read(ty, y0, sizeof y0));
+  spora_tensor_free(ty);
+  OK(spora_set_option("conv_precision", "high"));
+  OK(spora_get_option("conv_precision", &v));
+  EXPECT(v && strcmp(v, "high") == 0, "conv_precision %s", v ? v : "(null)");
+  ty = call1("conv2d", tx, tw, NULL);
+  OK(spora_tensor_read(ty, y1, sizeof y1));
+  EXPECT(memcmp(y0, y1, sizeof y0) == 0, "conv2d under \"high\": %.9g %.9g %.9g %.9g, not %.9g %.9g %.9g %.9g", y1[0],
+         y1[1], y1[2], y1[3], y0[0], y0[1], y0[2], y0[3]);
+  FAILS(spora_set_option("conv_precision", "medium"), SPORA_ERROR_INVALID_ARGUMENT, "\"highest\" or \"high\"");
+  OK(spora_get_option("conv_precision", &v));
+  EXPECT(v && strcmp(v, "high") == 0, "a refused conv_precision changed it to %s", v ? v : "(null)");
+  OK(spora_set_option("conv_precision", "highest"));
+  spora_tensor_free(ty);
+  spora_tensor_free(tx);
+  spora_tensor_free(tw);
+}
+
 int main(void) {
   spora_context_t* ctx = NULL;
   spora_device_t *dev, *cpu = NULL, *sim = NULL;
@@ -399,6 +433,7 @@ int main(void) {
     test_update_in_place(dev);
     test_tape(dev);
     test_options(dev);
+    test_conv_precision(dev);
   }
   OK(spora_op_count(&nops));
   EXPECT(nops >= 16, "op count %zu", nops);

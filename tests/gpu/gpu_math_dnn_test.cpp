@@ -145,6 +145,40 @@ TEST(GpuMathDnn, TypeChoicePerDtype) {
     EXPECT_FALSE(dnn::type_choice(dt, &t));
 }
 
+// conv_precision: only (f32, "high") changes the types, to DEFAULT_MATH
+// (cuDNN's TF32-permitting math type) without the FMA-only filter; every
+// other dtype and "highest" keep type_choice's exactly.
+TEST(GpuMathDnn, ConvPrecisionTypeChoice) {
+  dnn::ConvPrecision p = dnn::ConvPrecision::kHigh;
+  ASSERT_TRUE(dnn::conv_precision_of("highest", &p));
+  EXPECT_EQ(p, dnn::ConvPrecision::kHighest);
+  ASSERT_TRUE(dnn::conv_precision_of("high", &p));
+  EXPECT_EQ(p, dnn::ConvPrecision::kHigh);
+  for (const char* bad : {"medium", "", "HIGH", "tf32"}) EXPECT_FALSE(dnn::conv_precision_of(bad, &p)) << bad;
+  const auto same = [](const dnn::TypeChoice& a, const dnn::TypeChoice& b) {
+    return a.data == b.data && a.compute == b.compute && a.bn_param == b.bn_param && a.math == b.math &&
+           a.fma_only == b.fma_only && a.elem_size == b.elem_size && a.bn_param_size == b.bn_param_size &&
+           a.tf32 == b.tf32;
+  };
+  for (int32_t dt : {SPORA_DTYPE_F32, SPORA_DTYPE_F64, SPORA_DTYPE_F16, SPORA_DTYPE_BF16}) {
+    dnn::TypeChoice base;
+    ASSERT_TRUE(dnn::type_choice(dt, &base));
+    EXPECT_FALSE(base.tf32) << dt;
+    EXPECT_TRUE(same(dnn::conv_type_choice(base, dt, dnn::ConvPrecision::kHighest), base)) << dt;
+    const dnn::TypeChoice high = dnn::conv_type_choice(base, dt, dnn::ConvPrecision::kHigh);
+    if (dt != SPORA_DTYPE_F32) {
+      EXPECT_TRUE(same(high, base)) << dt << ": only f32 may use TF32";
+      continue;
+    }
+    EXPECT_EQ(high.math, dnn::MathType::kDefault);
+    EXPECT_FALSE(high.fma_only);
+    EXPECT_TRUE(high.tf32);
+    EXPECT_EQ(high.data, dnn::DataType::kFloat);
+    EXPECT_EQ(high.compute, dnn::DataType::kFloat);
+    EXPECT_EQ(high.elem_size, 4u);
+  }
+}
+
 TEST(GpuMathDnn, PackedStridesAndIntLimits) {
   const dnn::Dims4 d{2, 3, 5, 7};
   const dnn::Strides4 s = dnn::packed_strides(d);
@@ -342,26 +376,37 @@ TEST(GpuMathDnn, ConvSignatureSeparatesEveryArgument) {
   ASSERT_TRUE(ref_plan("conv2d", {&x, &w}, {&y}, conv_attrs(k), &p));
   dnn::ConvArgs a;
   ASSERT_EQ(dnn::conv_args_of(p, &a), "");
+  dnn::TypeChoice t32, t16;
+  ASSERT_TRUE(dnn::type_choice(SPORA_DTYPE_F32, &t32));
+  ASSERT_TRUE(dnn::type_choice(SPORA_DTYPE_F16, &t16));
   std::set<std::vector<int64_t>> keys;
-  keys.insert(dnn::conv_signature(a, SPORA_DTYPE_F32));
-  keys.insert(dnn::conv_signature(a, SPORA_DTYPE_F16));
+  keys.insert(dnn::conv_signature(a, SPORA_DTYPE_F32, t32));
+  keys.insert(dnn::conv_signature(a, SPORA_DTYPE_F16, t16));
   dnn::ConvArgs b = a;
   b.call = dnn::ConvCall::kBackwardData;
-  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32));
+  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32, t32));
   b = a;
   b.groups = 2;
-  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32));
+  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32, t32));
   b = a;
   b.dil[1] = 2;
-  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32));
+  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32, t32));
   b = a;
   b.pad[0] = 0;
-  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32));
+  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32, t32));
   b = a;
   b.x.n = 3;
-  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32));
-  EXPECT_EQ(keys.size(), 7u);
-  EXPECT_EQ(dnn::conv_signature(a, SPORA_DTYPE_F32), dnn::conv_signature(a, SPORA_DTYPE_F32));
+  keys.insert(dnn::conv_signature(b, SPORA_DTYPE_F32, t32));
+  // TF32 plans are cached apart from exact-FP32 ones; the default key is
+  // the 21 values it always was.
+  const dnn::TypeChoice tf32 = dnn::conv_type_choice(t32, SPORA_DTYPE_F32, dnn::ConvPrecision::kHigh);
+  keys.insert(dnn::conv_signature(a, SPORA_DTYPE_F32, tf32));
+  EXPECT_EQ(keys.size(), 8u);
+  EXPECT_EQ(dnn::conv_signature(a, SPORA_DTYPE_F32, t32), dnn::conv_signature(a, SPORA_DTYPE_F32, t32));
+  EXPECT_EQ(dnn::conv_signature(a, SPORA_DTYPE_F32, t32).size(), 21u);
+  EXPECT_EQ(dnn::conv_signature(a, SPORA_DTYPE_F16, dnn::conv_type_choice(t16, SPORA_DTYPE_F16, dnn::ConvPrecision::kHigh)),
+            dnn::conv_signature(a, SPORA_DTYPE_F16, t16))
+      << "\"high\" leaves f16 keys alone";
 }
 
 TEST(GpuMathDnn, AlgorithmChoice) {
@@ -387,6 +432,20 @@ TEST(GpuMathDnn, AlgorithmChoice) {
   EXPECT_EQ(c.workspace, 5000u);
   EXPECT_FALSE(dnn::choose_algo({{6, 3000, 0, M::kFma}, {1, 0, 10, M::kTensorOp}}, f32, cap, &c));
   EXPECT_FALSE(dnn::choose_algo({}, f16, cap, &c));
+  // f32 with TF32 allowed takes the fastest tensor-op or default entry with
+  // the math type cuDNN reported, but never one converting down to f16.
+  const dnn::TypeChoice tf32 = dnn::conv_type_choice(f32, SPORA_DTYPE_F32, dnn::ConvPrecision::kHigh);
+  ASSERT_TRUE(dnn::choose_algo(perfs, tf32, cap, &c));
+  EXPECT_EQ(c.algo, 1);
+  EXPECT_EQ(c.math, M::kTensorOp);
+  EXPECT_EQ(c.workspace, 10u);
+  const std::vector<dnn::AlgoPerf> conv = {{7, 0, 0, M::kTensorOpAllowConversion}, {3, 0, 50, M::kDefault}};
+  ASSERT_TRUE(dnn::choose_algo(conv, tf32, cap, &c));
+  EXPECT_EQ(c.algo, 3);
+  EXPECT_EQ(c.math, M::kDefault);
+  ASSERT_TRUE(dnn::choose_algo(conv, f16, cap, &c));
+  EXPECT_EQ(c.algo, 7) << "f16 is as before";
+  EXPECT_FALSE(dnn::choose_algo({{7, 0, 0, M::kTensorOpAllowConversion}}, tf32, cap, &c));
   EXPECT_GE(dnn::kWorkspaceCap, size_t{64} << 20);
 }
 

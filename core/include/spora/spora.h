@@ -115,6 +115,12 @@ SPORA_API spora_status_t spora_context_add_plugin_path(spora_context_t* ctx, con
  *   TF32), "medium" (a device may use bf16 or TF32). PyTorch's
  *   torch.set_float32_matmul_precision. The core passes it to kernels as the
  *   attribute "matmul_precision" when it is not "highest".
+ *   "conv_precision": "highest" (default; f32 conv2d, its fused forms
+ *   conv2d_bias/_act/_add_act, conv2d_grad_input, conv2d_grad_weight and
+ *   conv2d_transpose multiply in full FP32), "high" (a device may use TF32).
+ *   PyTorch's torch.backends.cudnn.allow_tf32 (which PyTorch enables by
+ *   default; Spora does not). Passed as the attribute "conv_precision" when
+ *   it is not "highest".
  * spora_get_option's `*out` is a static string. */
 SPORA_API spora_status_t spora_set_option(const char* key, const char* value);
 SPORA_API spora_status_t spora_get_option(const char* key, const char** out);

@@ -30,14 +30,18 @@ enum class MathType : int { kDefault = 0, kTensorOp = 1, kTensorOpAllowConversio
 enum class PoolMode : int { kMax = 3, kAvgIncludePad = 1, kAvgExcludePad = 2 };
 
 // The types a dtype runs with. f32 must not use TF32 tensor cores (the
-// certification compares with cpu's f32): FMA math only. f16/bf16 compute
-// in float on tensor cores; their batch-norm parameters are float
-// (cuDNN's rule for half data), so the plugin converts them.
+// certification compares with cpu's f32): FMA math only, unless the user
+// allowed TF32 for convolutions (conv_type_choice). f16/bf16 compute in
+// float on tensor cores; their batch-norm parameters are float (cuDNN's
+// rule for half data), so the plugin converts them.
 struct TypeChoice {
   DataType data, compute, bn_param;
   MathType math;
   bool fma_only;  // refuse algorithms that would use another math type
   size_t elem_size, bn_param_size;
+  // f32 with TF32 allowed: refuse algorithms that convert the data down to
+  // f16 (TENSOR_OP_MATH_ALLOW_CONVERSION), which is less than TF32 allows.
+  bool tf32 = false;
 };
 
 inline bool type_choice(int32_t dtype, TypeChoice* t) {
@@ -52,6 +56,33 @@ inline bool type_choice(int32_t dtype, TypeChoice* t) {
       return true;
     default: return false;
   }
+}
+
+// Convolution precision (the kernel attribute "conv_precision", which the
+// core adds only when it is not "highest"): highest = f32 in exact FP32
+// (FMA math); high = f32 may use TF32 tensor cores. Other dtypes ignore it.
+enum class ConvPrecision : int32_t { kHighest, kHigh };
+
+inline bool conv_precision_of(const std::string& s, ConvPrecision* out) {
+  if (s == "highest") *out = ConvPrecision::kHighest;
+  else if (s == "high") *out = ConvPrecision::kHigh;
+  else return false;
+  return true;
+}
+
+// The types a convolution runs with: type_choice's, except f32 under
+// "high", which takes CUDNN_DEFAULT_MATH (the math type cuDNN documents as
+// permitting TF32 tensor cores on Ampere and later for float data, and
+// PyTorch's choice when allow_tf32 is set) and the algorithms cuDNN reports
+// with it.
+inline TypeChoice conv_type_choice(const TypeChoice& dtype_types, int32_t dtype, ConvPrecision prec) {
+  TypeChoice t = dtype_types;
+  if (dtype == SPORA_DTYPE_F32 && prec == ConvPrecision::kHigh) {
+    t.math = MathType::kDefault;
+    t.fma_only = false;
+    t.tf32 = true;
+  }
+  return t;
 }
 
 // A packed NCHW tensor as cuDNN's 4-D descriptors take it (int sizes).
@@ -170,10 +201,15 @@ inline std::string conv_args_of(const spora::plugin::KernelPlan& p, ConvArgs* a)
 }
 
 // The algorithm cache's key: every value the descriptors and the call
-// depend on (the device is added by the caller).
-inline std::vector<int64_t> conv_signature(const ConvArgs& a, int32_t dtype) {
-  return {static_cast<int64_t>(a.call), dtype, a.x.n, a.x.c, a.x.h, a.x.w, a.w.n, a.w.c, a.w.h, a.w.w,
-          a.y.n, a.y.c, a.y.h, a.y.w, a.pad[0], a.pad[1], a.stride[0], a.stride[1], a.dil[0], a.dil[1], a.groups};
+// depend on (the device is added by the caller). A TF32 choice gets one
+// more entry, so it never serves an exact-FP32 plan nor the reverse; the
+// default keys are unchanged.
+inline std::vector<int64_t> conv_signature(const ConvArgs& a, int32_t dtype, const TypeChoice& t) {
+  std::vector<int64_t> key = {static_cast<int64_t>(a.call), dtype, a.x.n, a.x.c, a.x.h, a.x.w, a.w.n,
+                              a.w.c, a.w.h, a.w.w, a.y.n, a.y.c, a.y.h, a.y.w, a.pad[0], a.pad[1],
+                              a.stride[0], a.stride[1], a.dil[0], a.dil[1], a.groups};
+  if (t.tf32) key.push_back(1);
+  return key;
 }
 
 // ---- algorithm choice ----
@@ -197,11 +233,13 @@ constexpr size_t kWorkspaceCap = size_t{512} << 20;
 
 // The first (heuristically fastest) algorithm that succeeded, fits the cap
 // and, for f32/f64, uses FMA math; it then runs with FMA math set on the
-// descriptor (never TF32). f16/bf16 run with the math type cuDNN reported.
+// descriptor (never TF32). f16/bf16, and f32 with TF32 allowed, run with
+// the math type cuDNN reported (f32: never one converting down to f16).
 inline bool choose_algo(const std::vector<AlgoPerf>& perfs, const TypeChoice& t, size_t cap, AlgoChoice* out) {
   for (const AlgoPerf& r : perfs) {
     if (r.status != 0 || r.memory > cap) continue;
     if (t.fma_only && r.math != MathType::kFma && r.math != MathType::kDefault) continue;
+    if (t.tf32 && r.math == MathType::kTensorOpAllowConversion) continue;
     out->algo = r.algo;
     out->math = t.fma_only ? MathType::kFma : r.math;
     out->workspace = r.memory;
