@@ -13,8 +13,9 @@ LAX = 2
 _SYNTAX_LEVELS = {STRICT: "STRICT", COMPATIBLE: "COMPATIBLE", LAX: "LAX"}
 
 _ctx = {"mode": PYNATIVE_MODE, "jit_level": 1, "jit_syntax_level": LAX}
-_KEYS = ("mode", "device_target", "device_id", "jit_level", "matmul_precision", "jit_syntax_level")
+_KEYS = ("mode", "device_target", "device_id", "jit_level", "matmul_precision", "conv_precision", "jit_syntax_level")
 _MATMUL_PRECISIONS = ("highest", "high", "medium")
+_CONV_PRECISIONS = ("highest", "high")
 
 
 class DeviceInfo(str):
@@ -180,11 +181,12 @@ def _mindspore_options(options):
             problems.append(k)
     if problems:
         raise TypeError("set_context: unknown option(s) -- " + "; ".join(problems) +
-                        " (known: mode, device_target, device_id, jit_level, matmul_precision, jit_syntax_level)")
+                        " (known: mode, device_target, device_id, jit_level, matmul_precision, conv_precision,"
+                        " jit_syntax_level)")
 
 
 def set_context(mode=None, device_target=None, device_id=None, jit_level=None, matmul_precision=None,
-                jit_syntax_level=None, **unknown):
+                jit_syntax_level=None, conv_precision=None, **unknown):
     """MindSpore-style switch.
 
     mode: spora.PYNATIVE_MODE (eager) or spora.GRAPH_MODE (Cells and grad
@@ -209,6 +211,13 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
     (bf16 or TF32). Process-wide; it applies to kernels planned afterwards
     (a compiled graph keeps the kernels it was compiled with). The half
     types and f64 are unaffected, as is the cpu.
+
+    conv_precision: how f32 convolutions (conv2d and its fused forms,
+    their gradients, conv2d_transpose) may be computed, as PyTorch's
+    torch.backends.cudnn.allow_tf32: "highest" (the default: full FP32),
+    "high" (a GPU may use TF32 tensor cores; PyTorch's default). Process-wide
+    and applied to kernels planned afterwards, as matmul_precision; the half
+    types, f64 and the cpu are unaffected.
 
     jit_syntax_level: spora.STRICT, spora.COMPATIBLE or spora.LAX (also
     their names as strings), accepted for MindSpore programs and returned
@@ -236,6 +245,8 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
     if matmul_precision is not None and matmul_precision not in _MATMUL_PRECISIONS:
         raise ValueError(f"set_context: matmul_precision must be \"highest\", \"high\" or \"medium\", "
                          f"got {matmul_precision!r}")
+    if conv_precision is not None and conv_precision not in _CONV_PRECISIONS:
+        raise ValueError(f"set_context: conv_precision must be \"highest\" or \"high\", got {conv_precision!r}")
     if device_target is not None:
         _C.set_device(_resolve(device_target, device_id))
     elif device_id is not None:
@@ -249,6 +260,8 @@ def set_context(mode=None, device_target=None, device_id=None, jit_level=None, m
         _ctx["jit_syntax_level"] = jit_syntax_level
     if matmul_precision is not None:
         _C.set_option("matmul_precision", matmul_precision)
+    if conv_precision is not None:
+        _C.set_option("conv_precision", conv_precision)
 
 
 def _syntax_level(v):
@@ -263,13 +276,13 @@ def _syntax_level(v):
 def get_context(key):
     """The value of a set_context option: "mode", "jit_level", "jit_syntax_level", "device_target"
     (the default device's backend, e.g. "cpu", "sim", "cuda" -- also after
-    device_target="GPU"), "device_id" (its index) or "matmul_precision"."""
+    device_target="GPU"), "device_id" (its index), "matmul_precision" or "conv_precision"."""
     if key not in _KEYS:
         raise ValueError(f"get_context: unknown key {key!r} (known: {', '.join(_KEYS)})")
     if key == "device_target":
         return _split(_C.get_device())[0]
     if key == "device_id":
         return _split(_C.get_device())[1]
-    if key == "matmul_precision":
-        return _C.get_option("matmul_precision")
+    if key in ("matmul_precision", "conv_precision"):
+        return _C.get_option(key)
     return _ctx[key]

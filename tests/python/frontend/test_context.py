@@ -75,6 +75,41 @@ def test_matmul_precision_is_a_context_option():
     assert spora.get_context("matmul_precision") == "highest"
 
 
+@pytest.mark.parametrize("device", ["cpu", "sim:0"])
+def test_conv_precision_is_a_context_option(device):
+    # torch.backends.cudnn.allow_tf32's switch; cpu and sim compute f32
+    # convolutions as before (the setting only permits TF32 on GPUs): the
+    # same bits, forward and both gradients, for inputs TF32 would round.
+    spora.set_device(device)
+    rng = np.random.default_rng(3)
+    x = spora.Tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32) / 3)
+    w = spora.Tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32) / 7)
+    b = spora.Tensor(rng.standard_normal(4).astype(np.float32))
+
+    def run():
+        y = spora.ops.conv2d(x, w, b, padding=1, pad_mode="pad")
+        gx, gw = spora.grad(lambda x, w: (spora.ops.conv2d(x, w, b, padding=1, pad_mode="pad") ** 2).sum(),
+                            grad_position=(0, 1))(x, w)
+        t = spora.ops.conv_transpose2d(y, w)
+        return [v.asnumpy() for v in (y, gx, gw, t)]
+
+    assert spora.get_context("conv_precision") == "highest"
+    want = run()
+    try:
+        spora.set_context(conv_precision="high")
+        assert spora.get_context("conv_precision") == "high"
+        assert spora.get_context("matmul_precision") == "highest"
+        for got, ref in zip(run(), want):
+            np.testing.assert_array_equal(got, ref)
+        for bad in ("medium", "fast", "HIGH"):
+            with pytest.raises(ValueError, match="conv_precision must be \"highest\" or \"high\""):
+                spora.set_context(conv_precision=bad)
+        assert spora.get_context("conv_precision") == "high"
+    finally:
+        spora.set_context(conv_precision="highest")
+    assert spora.get_context("conv_precision") == "highest"
+
+
 @pytest.mark.parametrize("kwargs, want", [
     (dict(device_target="sim"), "sim:0"),
     (dict(device_target="sim:0"), "sim:0"),
