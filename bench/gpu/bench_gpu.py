@@ -8,7 +8,9 @@ same figures in the same order; the table prints each figure, PyTorch's, and
 the ratio against the issue's goal:
   ops      matmul 4096^2 f32 / bf16 / f16 and 1024^2 f32 (TFLOP/s), add 2^26
            f32, softmax 8192^2 f32, layer norm [8192, 1024] f32 (GB/s of
-           compulsory traffic), conv2d 3x3 N32 C64->64 56^2 f32 (TFLOP/s)
+           compulsory traffic), conv2d 3x3 N32 C64->64 56^2 f32 (TFLOP/s):
+           each framework's default, then both in exact FP32 and both with
+           TF32 allowed
   latency  eager add of 1-element tensors from Python (us per op)
   train    one training step, samples/s (Spora: the whole step one jit
            graph; PyTorch: eager): MLP 784-512-512-10 b128 SGD momentum, MLP
@@ -16,7 +18,11 @@ the ratio against the issue's goal:
            transformer encoder layer (d 512, 8 heads, seq 256, b 32, AdamW,
            bf16 autocast on both); with each model's peak GPU memory
            (allocator statistics: spora.runtime / torch.cuda)
-Matmul precision is each framework's default (exact f32 on both).
+Matmul precision is each framework's default (exact f32 on both). f32
+convolutions differ by default: PyTorch lets cuDNN use TF32
+(torch.backends.cudnn.allow_tf32), Spora does not (conv_precision
+"highest"); the rows "exact FP32" (allow_tf32 False / "highest") and "TF32
+allowed" (allow_tf32 True / conv_precision "high") compare like with like.
 --scale shrinks every size (e.g. 0.1 to try it on the sim device). Without
 a usable Spora GPU device it prints "no device: <reason>" and exits 0.
 PyTorch is optional and never a dependency of Spora.
@@ -60,7 +66,7 @@ def _timeit(fn, sync, min_time=0.3, max_iters=200):
 # -- the figures, per framework: each returns {name: value} -----------------------------------------
 
 def _op_figures(fw, sz):
-    """fw: an adapter with tensor(shape, dtype), matmul, add, softmax, layer_norm, conv2d, sync."""
+    """fw: an adapter with tensor(shape, dtype), matmul, add, softmax, layer_norm, conv2d, conv_tf32, sync."""
     out = {}
     for name, n, dt in (("matmul 4096^2 f32", sz["mm_big"], "f32"), ("matmul 4096^2 bf16", sz["mm_big"], "bf16"),
                         ("matmul 4096^2 f16", sz["mm_big"], "f16"), ("matmul 1024^2 f32", sz["mm_small"], "f32")):
@@ -77,7 +83,16 @@ def _op_figures(fw, sz):
     out["layer_norm 8192x1024 f32"] = 2 * 4 * r * 1024 / _timeit(lambda: fw.layer_norm(x, g, bb), fw.sync) / GB
     nb, hw = sz["conv_n"], sz["conv_hw"]
     x, w = fw.tensor((nb, 64, hw, hw), "f32"), fw.tensor((64, 64, 3, 3), "f32")
-    out["conv2d 3x3 N32 C64 56^2 f32"] = 2 * nb * 64 * 64 * 9 * hw * hw / _timeit(lambda: fw.conv2d(x, w), fw.sync) / 1e12
+    flops = 2 * nb * 64 * 64 * 9 * hw * hw
+    out["conv2d 3x3 N32 C64 56^2 f32"] = flops / _timeit(lambda: fw.conv2d(x, w), fw.sync) / 1e12
+    default = fw.conv_tf32(None)
+    try:
+        for name, tf32 in (("conv2d 3x3 N32 C64 56^2 f32, exact FP32", False),
+                           ("conv2d 3x3 N32 C64 56^2 f32, TF32 allowed", True)):
+            fw.conv_tf32(tf32)
+            out[name] = flops / _timeit(lambda: fw.conv2d(x, w), fw.sync) / 1e12
+    finally:
+        fw.conv_tf32(default)
     return out
 
 
@@ -176,6 +191,14 @@ class SporaFw:
     def conv2d(self, x, w):
         return self.spora.ops.conv2d(x, w, padding=1)
 
+    def conv_tf32(self, allow):
+        """Whether f32 convolutions may use TF32: True / False, a setting this
+        returned, or None to leave it; returns the setting before."""
+        was = self.spora.get_context("conv_precision")
+        if allow is not None:
+            self.spora.set_context(conv_precision=allow if isinstance(allow, str) else ("high" if allow else "highest"))
+        return was
+
     def _memory(self):
         rt = getattr(self.spora, "runtime", None)
         if rt is None or not hasattr(rt, "max_memory_allocated"):
@@ -262,6 +285,21 @@ class TorchFw:
 
     def conv2d(self, x, w):
         return self.torch.nn.functional.conv2d(x, w, padding=1)
+
+    def conv_tf32(self, allow):
+        cudnn = self.torch.backends.cudnn
+        conv = getattr(cudnn, "conv", None)
+        if hasattr(conv, "fp32_precision"):
+            # PyTorch >= 2.9: its new flag only (reading allow_tf32 after a
+            # mix of the two APIs raises).
+            was = conv.fp32_precision
+            if allow is not None:
+                conv.fp32_precision = allow if isinstance(allow, str) else ("tf32" if allow else "ieee")
+            return was
+        was = cudnn.allow_tf32
+        if allow is not None:
+            cudnn.allow_tf32 = allow
+        return was
 
     def train(self, model, scale, steps):
         import numpy as np
