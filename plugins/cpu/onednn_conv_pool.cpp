@@ -15,6 +15,11 @@
 // kernels choose for themselves. Primitives are made once at plan time;
 // scratchpads and the intermediate live in the workspace, so concurrent
 // launches of one plan share no memory.
+//
+// activation_blocked (set with the backward op's by conv_pool_grad_fusion):
+// the kept activation is written in onednn_kept_activation.h's layout, for
+// conv2d_act_pool_grad's kernel alone, instead of NCHW -- no reorder where
+// the convolution wrote that layout; the plan fails rather than decline.
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -22,6 +27,7 @@
 #include "cpu_kernels.h"
 #include "cpu_state.h"
 #include "onednn_conv_desc.h"
+#include "onednn_kept_activation.h"
 #include "onednn_operand.h"
 #include "onednn_plan.h"
 
@@ -81,11 +87,13 @@ bool activation_shape(const KernelPlan& p, const Shape& x, const Shape& w, Shape
   return true;
 }
 
-spora_plugin_error_t* plan(KernelPlan& p) {
+spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
   const bool keep = p.attrs.get_bool("keep_activation", false);
+  if (blocked && !keep) return plugin::invalid(p, "activation_blocked needs keep_activation");
   if (p.num_inputs != 3 || p.num_outputs != (keep ? 2 : 1)) return plugin::invalid(p, "wrong operand count");
   const int32_t dtype = p.out[0].dtype;
   memory::data_type dt;
+  if (blocked && dtype != SPORA_DTYPE_F32) return plugin::invalid(p, "activation_blocked is for f32 only");
   if ((dtype != SPORA_DTYPE_F32 && dtype != SPORA_DTYPE_BF16) || !onednn_dtype(dtype, &dt))
     return plugin::unsupported(p, std::string("no oneDNN kernel for ") + plugin::dtype_name(dtype));
   for (int i = 0; i < p.num_inputs; ++i) {
@@ -188,7 +196,13 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     s->inputs.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, cpd.src_desc()));
     s->inputs.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, cpd.weights_desc()));
     s->inputs.push_back(make_operand(ws, DNNL_ARG_BIAS, 2, false, d.b_user, cpd.bias_desc()));
-    if (keep) s->act = make_operand(ws, DNNL_ARG_DST, 1, true, d.y_user, a_prim);
+    // activation_blocked: output 1 leaves in the layout the backward
+    // kernel reads (onednn_kept_activation.h), straight from the
+    // convolution when it wrote that layout.
+    const memory::desc a_user = blocked ? kept_activation_desc(ad, dt) : d.y_user;
+    if (a_user.get_size() != d.y_user.get_size())
+      return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
+    if (keep) s->act = make_operand(ws, DNNL_ARG_DST, 1, true, a_user, a_prim);
     else s->act_tmp.place(ws, a_prim);
     s->pooled = make_operand(ws, DNNL_ARG_DST, 0, true, memory::desc(memory::dims(y.dims, y.dims + 4), dt, tag::nchw),
                              ppd.dst_desc());
@@ -198,12 +212,20 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     s->pool = dnnl::pooling_v2_forward(ppd);
     log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": " + cpd.impl_info_str() + " then " + ppd.impl_info_str() +
                              (a_prim == d.y_user ? " on nchw" : " on the convolution's layout") +
+                             (blocked ? std::string(", activation kept in ") +
+                                            (kept_activation_block() == 16 ? "nChw16c" : "nChw8c")
+                                      : std::string()) +
                              (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
     p.workspace = ws;
     p.state = s;
     p.run = run;
     return nullptr;
   });
+}
+
+spora_plugin_error_t* plan(KernelPlan& p) {
+  const bool blocked = p.attrs.get_bool("activation_blocked", false);
+  return refuse_decomposition(p, blocked, plan_kernel(p, blocked));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool", "onednn", plan}); }

@@ -29,6 +29,13 @@
 // Only oneDNN's first implementation for each layout is looked at (see
 // onednn_conv_pool.cpp: stepping on crashed oneDNN 2.6.3 under
 // ONEDNN_MAX_CPU_ISA=AVX2).
+//
+// activation_blocked (conv_pool_grad_fusion sets it with the forward op's):
+// a arrives in onednn_kept_activation.h's blocked layout, not NCHW; the
+// gathers then read a block's channels from there (the same taps, other
+// strides), and the forward kernel's reorder of a to NCHW is gone. With
+// the flag the plan fails rather than decline (the decomposition would
+// read a as NCHW).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -41,6 +48,7 @@
 #include "cpu_parallel.h"
 #include "cpu_state.h"
 #include "onednn_conv_desc.h"
+#include "onednn_kept_activation.h"
 #include "onednn_operand.h"
 #include "onednn_plan.h"
 
@@ -64,6 +72,11 @@ struct Blocks {
   int64_t s_n, s_blk, s_h;     // strides of g; a channel's step is 1, w's cb
   bool relu;
   Simd simd;
+  // a's layout: NCHW (a_cb 0) or, with activation_blocked, nChw{a_cb}c as
+  // conv2d_act_pool wrote it (a_cb need not be cb). a_sw: a's step along w.
+  int64_t a_cb, a_sw;
+  // Channel c's offset in an image of a.
+  int64_t a_channel(int64_t c) const { return a_cb ? (c / a_cb) * a_cb * h * w + c % a_cb : c * h * w; }
 };
 
 struct State {
@@ -90,7 +103,7 @@ inline void window_argmax(const Blocks& b, const float* a, int64_t* bi, int64_t*
   if (std::isnan(bv)) return;
   for (int64_t i = 0; i < b.kh; ++i)
     for (int64_t j = 0; j < b.kw; ++j) {
-      const float v = a[i * b.w + j];
+      const float v = a[(i * b.w + j) * b.a_sw];
       if (std::isnan(v)) {
         *bi = i, *bj = j;
         return;
@@ -100,12 +113,12 @@ inline void window_argmax(const Blocks& b, const float* a, int64_t* bi, int64_t*
 }
 
 // Window (r, q) of one channel, any window shape: a and dy point at the
-// channel's planes, g at its lane of the block (w step cb).
+// channel's first element, g at its lane of the block (w step cb).
 void window_any(const Blocks& b, const float* a, const float* dy, float* g, int64_t r, int64_t q) {
-  const float* w0 = a + r * b.kh * b.w + q * b.kw;
+  const float* w0 = a + (r * b.kh * b.w + q * b.kw) * b.a_sw;
   int64_t bi, bj;
   window_argmax(b, w0, &bi, &bj);
-  const float at = w0[bi * b.w + bj];
+  const float at = w0[(bi * b.w + bj) * b.a_sw];
   const float val = (!b.relu || at > 0.0f) ? 0.0f + dy[r * b.pw + q] : 0.0f;
   float* g0 = g + r * b.kh * b.s_h + q * b.kw * b.cb;
   for (int64_t i = 0; i < b.kh; ++i)
@@ -119,12 +132,12 @@ void cut_columns(const Blocks& b, float* g, int64_t r) {
 }
 
 // The general path for `real` channels of a block: one window and one lane
-// at a time.
-void block_any(const Blocks& b, const float* a, const float* dy, float* g, int64_t real) {
-  const int64_t area = b.h * b.w, pooled = b.ph * b.pw;
+// at a time. aoff[k]: lane k's channel in a, from a.
+void block_any(const Blocks& b, const float* a, const int32_t* aoff, const float* dy, float* g, int64_t real) {
+  const int64_t pooled = b.ph * b.pw;
   for (int64_t r = 0; r < b.ph; ++r)
     for (int64_t k = 0; k < real; ++k) {
-      for (int64_t q = 0; q < b.pw; ++q) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
+      for (int64_t q = 0; q < b.pw; ++q) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
       cut_columns(b, g + k, r);
     }
 }
@@ -137,31 +150,33 @@ __attribute__((target("avx512f"))) inline __m512 gather(__mmask16 lanes, __m512i
 }
 
 // 2x2 windows over a block, all its channels at once: lane k of a vector
-// is channel k, so a window's four taps are gathers from the block's NCHW
-// planes and g's elements are whole vectors of the blocked layout. The
-// first maximum (a later tap wins only when strictly greater) and the relu
+// is channel k, so a window's four taps are gathers of the block's
+// channels from a (their NCHW planes, or a's own blocks with
+// activation_blocked; lane offsets aoff) and g's elements are whole
+// vectors of the blocked layout. The first maximum (a later tap wins only when strictly greater) and the relu
 // mask are compares and masked moves; a window holding a NaN takes the
 // general path, lane by lane. Lanes past the `real` channels of a last
 // block gather nothing and store 0, the padding oneDNN expects.
-__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const float* dy, float* g,
-                                                        int64_t real) {
-  const int area = static_cast<int>(b.h * b.w), pooled = static_cast<int>(b.ph * b.pw);
+__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const int32_t* aoff,
+                                                        const float* dy, float* g, int64_t real) {
+  const int pooled = static_cast<int>(b.ph * b.pw);
   const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ai = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(area));
+  const __m512i ai = _mm512_loadu_si512(aoff);
+  const int64_t sw = b.a_sw, sh = b.w * b.a_sw;
   const __m512i di = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(pooled));
   const __m512 zero = _mm512_setzero_ps();
   const __mmask16 on = static_cast<__mmask16>((1u << real) - 1);
   for (int64_t r = 0; r < b.ph; ++r) {
     for (int64_t q = 0; q < b.pw; ++q) {
-      const float* w0 = a + 2 * r * b.w + 2 * q;
+      const float* w0 = a + 2 * r * sh + 2 * q * sw;
       float* g0 = g + 2 * r * b.s_h + 2 * q * 16;
-      const __m512 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + 1);
-      const __m512 v2 = gather(on, ai, w0 + b.w), v3 = gather(on, ai, w0 + b.w + 1);
+      const __m512 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + sw);
+      const __m512 v2 = gather(on, ai, w0 + sh), v3 = gather(on, ai, w0 + sh + sw);
       const __mmask16 nan = _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q) |
                             _mm512_cmp_ps_mask(v2, v2, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v3, v3, _CMP_UNORD_Q);
       if (nan) {
         for (float* at : {g0, g0 + 16, g0 + b.s_h, g0 + b.s_h + 16}) _mm512_storeu_ps(at, zero);
-        for (int64_t k = 0; k < real; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
         continue;
       }
       const __mmask16 c1 = _mm512_cmp_ps_mask(v1, v0, _CMP_GT_OQ);
@@ -187,26 +202,27 @@ __attribute__((target("avx2"))) inline __m256 gather(__m256 lanes, __m256i index
 }
 
 // The same with 8 lanes (nChw8c) on AVX2: masks are vectors.
-__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const float* dy, float* g,
-                                                    int64_t real) {
-  const int area = static_cast<int>(b.h * b.w), pooled = static_cast<int>(b.ph * b.pw);
+__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const int32_t* aoff,
+                                                    const float* dy, float* g, int64_t real) {
+  const int pooled = static_cast<int>(b.ph * b.pw);
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i ai = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(area));
+  const __m256i ai = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aoff));
+  const int64_t sw = b.a_sw, sh = b.w * b.a_sw;
   const __m256i di = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(pooled));
   const __m256 zero = _mm256_setzero_ps();
   const __m256 on = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(real)), lanes));
   for (int64_t r = 0; r < b.ph; ++r) {
     for (int64_t q = 0; q < b.pw; ++q) {
-      const float* w0 = a + 2 * r * b.w + 2 * q;
+      const float* w0 = a + 2 * r * sh + 2 * q * sw;
       float* g0 = g + 2 * r * b.s_h + 2 * q * 8;
-      const __m256 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + 1);
-      const __m256 v2 = gather(on, ai, w0 + b.w), v3 = gather(on, ai, w0 + b.w + 1);
+      const __m256 v0 = gather(on, ai, w0), v1 = gather(on, ai, w0 + sw);
+      const __m256 v2 = gather(on, ai, w0 + sh), v3 = gather(on, ai, w0 + sh + sw);
       const __m256 nan01 = _mm256_or_ps(_mm256_cmp_ps(v0, v0, _CMP_UNORD_Q), _mm256_cmp_ps(v1, v1, _CMP_UNORD_Q));
       const __m256 nan23 = _mm256_or_ps(_mm256_cmp_ps(v2, v2, _CMP_UNORD_Q), _mm256_cmp_ps(v3, v3, _CMP_UNORD_Q));
       const __m256 nan = _mm256_or_ps(nan01, nan23);
       if (_mm256_movemask_ps(nan)) {
         for (float* at : {g0, g0 + 8, g0 + b.s_h, g0 + b.s_h + 8}) _mm256_storeu_ps(at, zero);
-        for (int64_t k = 0; k < real; ++k) window_any(b, a + k * area, dy + k * pooled, g + k, r, q);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
         continue;
       }
       const __m256 c1 = _mm256_cmp_ps(v1, v0, _CMP_GT_OQ);
@@ -235,14 +251,19 @@ void build_g(const Blocks& b, const float* a, const float* dy, float* g) {
       const int64_t n = t / b.blocks, blk = t % b.blocks;
       const int64_t real = std::min(b.cb, b.c - blk * b.cb);  // channels of this block that exist
       float* gb = g + n * b.s_n + blk * b.s_blk;
-      const float* ab = a + (n * b.c + blk * b.cb) * area;
+      // The block's first channel in a and each lane's offset from it
+      // (0 past `real`: those lanes gather nothing).
+      const int64_t c0 = blk * b.cb, first = b.a_channel(c0);
+      const float* ab = a + n * b.c * area + first;
+      int32_t aoff[16] = {};
+      for (int64_t k = 0; k < real; ++k) aoff[k] = static_cast<int32_t>(b.a_channel(c0 + k) - first);
       const float* db = dy + (n * b.c + blk * b.cb) * pooled;
       // The vector paths write every lane of the windows and cut-off
       // columns (0 past `real`); the general path only the real ones.
       const bool vector = b.simd != Simd::kNone;
-      if (b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, db, gb, real);
-      else if (b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, db, gb, real);
-      else block_any(b, ab, db, gb, real);
+      if (b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, aoff, db, gb, real);
+      else if (b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, aoff, db, gb, real);
+      else block_any(b, ab, aoff, db, gb, real);
       const int64_t lanes = vector ? b.cb : real;
       // Rows past the last whole window.
       for (int64_t y = b.ph * b.kh; y < b.h; ++y)
@@ -292,7 +313,7 @@ void run(const KernelPlan& p, const void* const* in, void* const* out, void* wor
 // plain loops and its gemm-based convolutions (the unfused ops are as fast).
 bool unwanted(const std::string& impl) { return slow_impl(impl) || impl.find("gemm") != std::string::npos; }
 
-spora_plugin_error_t* plan(KernelPlan& p) {
+spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
   const bool input_grad = p.attrs.get_bool("input_grad", true);
   if (p.num_inputs != 4 || p.num_outputs != (input_grad ? 3 : 2)) return plugin::invalid(p, "wrong operand count");
   const int32_t dtype = p.out[0].dtype;
@@ -390,7 +411,13 @@ spora_plugin_error_t* plan(KernelPlan& p) {
     const int64_t cb = tw == tag::nChw16c ? 16 : 8, blocks = (a.dims[1] + cb - 1) / cb;
     s->b = Blocks{a.dims[0], a.dims[1], a.dims[2], a.dims[3], dy.dims[2], dy.dims[3], k[0], k[1],
                   cb, blocks, blocks * cb * a.dims[2] * a.dims[3], cb * a.dims[2] * a.dims[3],
-                  cb * a.dims[3], act == "relu", Simd::kNone};
+                  cb * a.dims[3], act == "relu", Simd::kNone, 0, 1};
+    if (blocked) {
+      // a as conv2d_act_pool wrote it (onednn_kept_activation.h).
+      if (kept_activation_desc(ad, dt).get_size() != static_cast<size_t>(a.numel()) * sizeof(float))
+        return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
+      s->b.a_cb = s->b.a_sw = kept_activation_block();
+    }
     const bool fits = a.dims[2] * a.dims[3] * cb < (int64_t{1} << 31);
     if (k[0] == 2 && k[1] == 2 && fits) {
       if (cb == 16 && __builtin_cpu_supports("avx512f")) s->b.simd = Simd::kAvx512;
@@ -418,13 +445,19 @@ spora_plugin_error_t* plan(KernelPlan& p) {
       s->data = dnnl::convolution_backward_data(dpd);
       impl += std::string(" and ") + dpd.impl_info_str() + std::string(" on ") + layout_name(td);
     }
-    log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": g built in " + layout_name(tw) + " for " + impl +
+    log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": g built in " + layout_name(tw) + " from a in " +
+                             (blocked ? (s->b.a_cb == 16 ? "nChw16c" : "nChw8c") : "nchw") + " for " + impl +
                              (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
     p.workspace = ws;
     p.state = s;
     p.run = run;
     return nullptr;
   });
+}
+
+spora_plugin_error_t* plan(KernelPlan& p) {
+  const bool blocked = p.attrs.get_bool("activation_blocked", false);
+  return refuse_decomposition(p, blocked, plan_kernel(p, blocked));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool_grad", "onednn", plan}); }

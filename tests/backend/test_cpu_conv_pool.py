@@ -19,6 +19,14 @@ pools the activation in the layout oneDNN's convolution wrote.
   padding a block), and the verbose log shows both backward convolutions
   reading that one blocked gradient, with no reorder of an
   activation-sized tensor into blocks.
+- Blocked hand-over (activation_blocked): where the kept activation's only
+  reader is the backward op and its channels are a multiple of 16, the
+  pass flags both ops and the activation stays in the plugin's blocked
+  layout between them; training steps with and without the flag
+  (SPORA_CONV_POOL_FUSION=unblocked) agree bit for bit at both ISAs, the
+  flag is not set for another reader, a graph output or 6 channels, sim
+  runs a flagged graph through the decompositions, and the verbose log
+  shows no activation-sized reorder to NCHW in a flagged forward.
 """
 import json
 import os
@@ -267,21 +275,138 @@ def test_masked_pooling_gradient_is_the_decompositions(cpu, monkeypatch, shape, 
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5, atol=1e-5, err_msg="db")
 
 
+# ---- the kept activation handed over in blocks (activation_blocked) -----------------
+
+def _two_layer_step(shape, c1, c2):
+    """Loss and gradients of conv(c1)+relu+pool -> conv(c2)+relu+pool ->
+    sum(y * r): the shape of the main job's convolution blocks."""
+    n, c, h, w = shape
+    g = S.Graph("blocks")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    params = [g.input("w1", S.DTYPE_F32, [c1, c, 3, 3]), g.input("b1", S.DTYPE_F32, [c1]),
+              g.input("w2", S.DTYPE_F32, [c2, c1, 3, 3]), g.input("b2", S.DTYPE_F32, [c2])]
+    r = g.input("r", S.DTYPE_F32, [n, c2, h // 4, w // 4])
+    p1 = g.op("max_pool2d", [g.op("conv2d_act", [x, params[0], params[1]], CONV)[0]], POOL)[0]
+    p2 = g.op("max_pool2d", [g.op("conv2d_act", [p1, params[2], params[3]], CONV)[0]], POOL)[0]
+    g.set_outputs([g.op("sum", [g.op("mul", [p2, r])[0]])[0]])
+    return g.grad(params)
+
+
+def _sgd_steps(cpu, setting, monkeypatch, shape=(4, 1, 16, 16), c1=16, c2=32, steps=3):
+    """Losses and parameters after `steps` SGD steps of _two_layer_step,
+    optimised with SPORA_CONV_POOL_FUSION=setting (None: unset)."""
+    if setting is None:
+        monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    else:
+        monkeypatch.setenv("SPORA_CONV_POOL_FUSION", setting)
+    g = _two_layer_step(shape, c1, c2)
+    g.optimize(1)
+    text = g.text()
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    rng = np.random.default_rng(11)
+    n, c, h, w = shape
+    x = rng.standard_normal(shape).astype(np.float32)
+    r = rng.standard_normal((n, c2, h // 4, w // 4)).astype(np.float32)
+    params = [(rng.standard_normal((c1, c, 3, 3)) * 0.3).astype(np.float32),
+              rng.standard_normal(c1).astype(np.float32),
+              (rng.standard_normal((c2, c1, 3, 3)) * 0.1).astype(np.float32),
+              rng.standard_normal(c2).astype(np.float32)]
+    exe = g.compile(cpu)
+    losses = []
+    for _ in range(steps):
+        out = [t.numpy() for t in exe.run([H.to_spora(cpu, v, "f32") for v in [x, *params, r]], 5)]
+        losses.append(out[0])
+        params = [(p - np.float32(0.01) * d).astype(np.float32) for p, d in zip(params, out[1:])]
+    return text, losses, params
+
+
+def test_blocked_activation_gives_the_same_training_steps(cpu, monkeypatch):
+    """Both layers flagged (16 and 32 channels); three SGD steps with the
+    activation handed over in blocks and in NCHW give the same losses and
+    parameters bit for bit (the same primitives read the same values), and
+    match the unfused graph to the convolution's rounding."""
+    text, losses, params = _sgd_steps(cpu, None, monkeypatch)
+    assert text.count("activation_blocked=true") == 4, text  # two pairs
+    plain_text, plain_losses, plain_params = _sgd_steps(cpu, "unblocked", monkeypatch)
+    assert "activation_blocked" not in plain_text and plain_text.count("conv2d_act_pool_grad(") == 2, plain_text
+    for i, (a, b) in enumerate(zip(losses + params, plain_losses + plain_params)):
+        np.testing.assert_array_equal(a, b, err_msg=f"value {i}, blocked vs NCHW hand-over")
+    _, ref_losses, ref_params = _sgd_steps(cpu, "0", monkeypatch)
+    for i, (a, b) in enumerate(zip(losses + params, ref_losses + ref_params)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"value {i}, vs unfused")
+
+
+def _extra_reader_graph(kind):
+    """_graph's training graph, 16 channels, where the activation is also a
+    graph output ("output") or read by another op ("reader")."""
+    shape, out_ch = (2, 1, 8, 8), 16
+    n, c, h, w = shape
+    g = S.Graph("extra")
+    x = g.input("x", S.DTYPE_F32, list(shape))
+    wt = g.input("w", S.DTYPE_F32, [out_ch, c, 3, 3])
+    b = g.input("b", S.DTYPE_F32, [out_ch])
+    r = g.input("r", S.DTYPE_F32, [n, out_ch, h // 2, w // 2])
+    a = g.op("conv2d_act", [x, wt, b], CONV)[0]
+    y = g.op("max_pool2d", [a], POOL)[0]
+    loss = g.op("sum", [g.op("mul", [y, r])[0]])[0]
+    other = a if kind == "output" else g.op("sum", [g.op("mul", [a, a])[0]])[0]
+    g.set_outputs([loss, other])
+    return g.grad([x, wt, b])
+
+
+@pytest.mark.parametrize("case", ["output", "reader", "6-channels", "forward-only"])
+def test_blocked_activation_only_when_the_backward_op_alone_reads_it(cpu, monkeypatch, case):
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    if case in ("output", "reader"):
+        g = _extra_reader_graph(case)
+    else:
+        g = _graph((2, 3, 8, 8), 6 if case == "6-channels" else 16, case != "forward-only")
+    o = _optimized(g)
+    text = o.text()
+    assert "keep_activation=true" in text or case == "forward-only", text
+    if case != "forward-only":
+        assert "conv2d_act_pool_grad(" in text, text  # fused, but not flagged
+    assert "activation_blocked" not in text, text
+    # The control: the same graph with 16 channels and no other reader is.
+    assert "activation_blocked=true" in _optimized(_graph((2, 1, 8, 8), 16, True)).text()
+
+
+def test_flagged_graph_on_sim_runs_the_decompositions(cpu, monkeypatch):
+    """Every graph is optimised for the host target, so a flagged graph can
+    reach a device without the kernels (sim): there both ops decompose,
+    ignore the flag and agree with the unoptimised graph on the cpu."""
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    shape, out_ch = (2, 1, 8, 8), 16
+    g = _graph(shape, out_ch, True)
+    o = _optimized(g)
+    assert o.text().count("activation_blocked=true") == 2, o.text()
+    vals = _values(shape, out_ch, np.random.default_rng(12))
+    want = _run(g, cpu, vals, 5)
+    sim = S.Context().device_find("sim")
+    for dev in (sim, cpu):
+        for i, (gv, wv) in enumerate(zip(_run(o, dev, vals, 5), want)):
+            np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"{dev} output {i}")
+
+
 def test_backward_under_avx2():
-    """The two backward tests above again with oneDNN capped at AVX2, where
-    g is built in nChw8c by the 8-lane path (this machine's own ISA may be
-    AVX-512, which the tests above then ran)."""
+    """The two backward tests and the blocked hand-over's training steps
+    again with oneDNN capped at AVX2, where g is built in nChw8c by the
+    8-lane path and the flagged activation is nChw8c (this machine's own ISA
+    may be AVX-512, which the tests above then ran)."""
     if " avx2" not in _cpu_flags():
         pytest.skip("this cpu has no AVX2")
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2", SPORA_LOG_LEVEL="debug")
     env.pop("SPORA_CONV_POOL_FUSION", None)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", __file__, "-k",
-                           "masked_pooling or backward_is_one_op"], env=env, capture_output=True, text=True,
-                          timeout=300)
+                           "masked_pooling or backward_is_one_op or same_training_steps"], env=env,
+                          capture_output=True, text=True, timeout=300)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0 and re.search(r"^9 passed", out, re.M), out[-3000:]
+    assert proc.returncode == 0 and re.search(r"^10 passed", out, re.M), out[-3000:]
     built = [line for line in out.splitlines() if "conv2d_act_pool_grad" in line and "g built in" in line]
     assert built and all("g built in nChw8c" in line and "avx512" not in line for line in built), built
+    # The flagged layers read the activation in AVX2's block too.
+    assert any("from a in nChw8c" in line for line in built), built
+    assert not any("from a in nChw16c" in line for line in built), built
 
 
 # ---- oneDNN's log of a training step ------------------------------------------------
@@ -402,6 +527,23 @@ def test_pooling_reads_the_convolutions_blocked_layout(isa):
     slow = [l for l in lines if l["prim"].startswith(("pooling", "batch_normalization"))
             and ("simple" in l["impl"] or "ref" in l["impl"])]
     assert not slow, slow
+
+
+
+@pytest.mark.parametrize("isa", ["native", "AVX2"])
+def test_flagged_forward_writes_no_nchw_activation(isa):
+    """_verbose_main's layers have 32 and 64 channels: flagged. No
+    activation-sized tensor is reordered out of blocks into NCHW (abcd); with
+    SPORA_CONV_POOL_FUSION=unblocked the forward reorders both kept
+    activations so, which shows the check can fail."""
+    def to_nchw(lines, block):
+        return [l for l in lines if l["prim"] == "reorder" and l["dims"] in _ACTIVATIONS
+                and _src_dst(l["mds"]) == (block, "abcd")]
+    lines, block = _verbose_step(isa)
+    assert not to_nchw(lines, block), to_nchw(lines, block)
+    assert len([l for l in lines if l["prim"].startswith("pooling")]) == 2, json.dumps(lines, indent=1)
+    plain, _ = _verbose_step(isa, "unblocked")
+    assert len(to_nchw(plain, block)) == 2, json.dumps(plain, indent=1)
 
 
 if __name__ == "__main__" and sys.argv[1:] == ["--verbose-step"]:

@@ -78,6 +78,7 @@ void infer_conv_pool_grad(const OpDef&, const TensorMeta* in, OpCall& call) {
   for (const auto& [name, v] : pool.attrs.items()) attrs.set("pool_" + name, v);
   attrs.set("activation", AttrValue::of_string(act));
   attrs.set("input_grad", AttrValue::of_bool(dx));
+  if (conv_pool::activation_blocked(call.attrs)) attrs.set("activation_blocked", AttrValue::of_bool(true));
   call.attrs = attrs;
   for (int i = 0; i < 4; ++i) call.in[i] = in[i];
   call.num_outputs = dx ? 3 : 2;
@@ -122,6 +123,10 @@ V decompose_conv_pool_grad(ir::Builder& b, const V& x, const Attrs& a) {
 
 V conv_pool_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
   const Attrs attrs = n.attrs;
+  // The decomposition would read a's bytes as NCHW on a device whose
+  // kernel wrote them blocked.
+  if (conv_pool::activation_blocked(attrs))
+    fail(Code::kUnimplemented, "[{}] no gradient with activation_blocked: differentiate before optimising", kOp);
   return vjp_of(b, n, x, y, dy,
                 [attrs](GradBuilder& sb, const V& sx) { return decompose_conv_pool_grad(sb, sx, attrs); });
 }
@@ -137,7 +142,10 @@ void register_conv_pool_grad_ops(OpRegistry& r) {
   d.infer = infer_conv_pool_grad;
   d.doc =
       "conv2d_act_pool's backward pass (relu or none): g = act'(a) * max_pool2d_grad(a, dy); outputs "
-      "conv2d_grad_weight(x, g), sum(g, [0, 2, 3]) and, with input_grad, conv2d_grad_input(g, w)";
+      "conv2d_grad_weight(x, g), sum(g, [0, 2, 3]) and, with input_grad, conv2d_grad_input(g, w). "
+      "activation_blocked: a's bytes are the device kernel's private blocked "
+      "layout, written by the conv2d_act_pool with the same flag (conv_pool_grad_fusion sets both; "
+      "docs/cpu-layouts.md); the decomposition ignores it";
   d.dynamic_outputs = true;
   d.cost = conv_pool_grad_cost;
   Rules{conv_pool_grad_bp, decompose_conv_pool_grad}.apply(d);

@@ -44,6 +44,15 @@ inline Attrs pool_part(const Attrs& a) {
   return out;
 }
 
+// activation_blocked (both ops): the kept activation's bytes are the
+// kernel's private blocked layout (docs/cpu-layouts.md). Only
+// conv_pool_grad_fusion sets it, on a pair whose activation nothing else
+// reads; the decompositions never look at it.
+inline bool activation_blocked(const Attrs& a) {
+  const AttrValue* v = a.find("activation_blocked");
+  return v && v->i != 0;
+}
+
 // The attributes both ops declare, the activation defaulting to
 // `activation`; each op appends its own flag.
 inline std::vector<AttrSpec> attr_specs(const char* activation) {
@@ -57,7 +66,8 @@ inline std::vector<AttrSpec> attr_specs(const char* activation) {
           {"pool_stride", AttrType::kInts, false, AttrValue::of_ints({})},
           {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
           {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
-          {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)}};
+          {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)},
+          {"activation_blocked", AttrType::kBool, false, AttrValue::of_bool(false)}};
 }
 
 }  // namespace spora::conv_pool

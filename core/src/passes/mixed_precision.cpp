@@ -201,6 +201,12 @@ bool unfuse_conv_pool_grad(Graph& g) {
     const Node& n = g.nodes()[id];
     if (n.kind != NodeKind::kApply || n.op->name != "conv2d_act_pool_grad") {
       rw.copy(static_cast<int32_t>(id));
+      // The parts read the kept activation as NCHW: no blocked hand-over.
+      const AttrValue* blocked = n.attrs.find("activation_blocked");
+      if (n.kind == NodeKind::kApply && n.op->name == "conv2d_act_pool" && blocked && blocked->i)
+        rw.out()
+            .mutable_node(rw.map({static_cast<int32_t>(id), 0}).node)
+            .attrs.set("activation_blocked", AttrValue::of_bool(false));
       continue;
     }
     const size_t first = rw.out().nodes().size();

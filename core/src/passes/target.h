@@ -35,6 +35,14 @@ class Target {
     (void)dtype;
     return false;
   }
+  // True when the device's conv2d_act_pool and conv2d_act_pool_grad kernels
+  // can hand the kept activation over in their own blocked layout
+  // (activation_blocked; the activation's channels a multiple of 16, its
+  // only reader the backward op). conv_pool_grad_fusion asks. Default: never.
+  virtual bool blocks_kept_activation(DType dtype) const {
+    (void)dtype;
+    return false;
+  }
 };
 
 // The process's target (a Target with the defaults until one is

@@ -86,6 +86,13 @@ class HostTarget final : public passes::Target {
     const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
     return !env || (std::strcmp(env, "0") != 0 && std::strcmp(env, "infer") != 0 && std::strcmp(env, "forward") != 0);
   }
+  // The cpu plugin's two kernels pass the kept activation in nChw16c /
+  // nChw8c (f32; docs/cpu-layouts.md). SPORA_CONV_POOL_FUSION=unblocked
+  // fuses both passes but keeps the activation NCHW (the A/B of this).
+  bool blocks_kept_activation(DType dtype) const override {
+    const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
+    return fuses_conv_pool_grad(dtype) && !(env && std::strcmp(env, "unblocked") == 0);
+  }
 };
 
 const HostEvaluator g_evaluator;
