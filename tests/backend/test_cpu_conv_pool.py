@@ -388,6 +388,54 @@ def test_flagged_graph_on_sim_runs_the_decompositions(cpu, monkeypatch):
             np.testing.assert_allclose(gv, wv, rtol=1e-4, atol=1e-4, err_msg=f"{dev} output {i}")
 
 
+def _lenet5_second_layer(cpu, setting):
+    """LeNet-5's second layer (6 -> 16 channels, 5x5, 2x2 pooling), its
+    loss and gradients, optimised with SPORA_CONV_POOL_FUSION=setting (the
+    variable is restored afterwards)."""
+    before = os.environ.get("SPORA_CONV_POOL_FUSION")
+    os.environ["SPORA_CONV_POOL_FUSION"] = setting
+    try:
+        g = S.Graph("lenet5_c2")
+        x = g.input("x", S.DTYPE_F32, [4, 6, 14, 14])
+        wt = g.input("w", S.DTYPE_F32, [16, 6, 5, 5])
+        b = g.input("b", S.DTYPE_F32, [16])
+        r = g.input("r", S.DTYPE_F32, [4, 16, 5, 5])
+        y = g.op("max_pool2d", [g.op("conv2d_act", [x, wt, b], {"activation": "relu"})[0]], POOL)[0]
+        g.set_outputs([g.op("sum", [g.op("mul", [y, r])[0]])[0]])
+        g = g.grad([x, wt, b])
+        g.optimize(1)
+    finally:
+        if before is None:
+            os.environ.pop("SPORA_CONV_POOL_FUSION")
+        else:
+            os.environ["SPORA_CONV_POOL_FUSION"] = before
+    rng = np.random.default_rng(13)
+    vals = [rng.standard_normal(s).astype(np.float32) for s in [(4, 6, 14, 14), (16, 6, 5, 5), (16,), (4, 16, 5, 5)]]
+    return g.text(), _run(g, cpu, vals, 4)
+
+
+def test_blocked_activation_in_another_block_than_the_gradient(cpu, monkeypatch):
+    """On AVX-512 the backward kernel builds this layer's g in nChw8c (oneDNN
+    has only ref for its weight gradient on nChw16c) while a arrives in
+    nChw16c: each lane's channel is found across a's blocks. Same results
+    bit for bit as the NCHW hand-over; a child's debug log shows the case."""
+    monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
+    text, got = _lenet5_second_layer(cpu, "1")
+    assert text.count("activation_blocked=true") == 2, text
+    plain_text, want = _lenet5_second_layer(cpu, "unblocked")
+    assert "activation_blocked" not in plain_text, plain_text
+    for i, (gv, wv) in enumerate(zip(got, want)):
+        np.testing.assert_array_equal(gv, wv, err_msg=f"output {i}, blocked vs NCHW hand-over")
+    if " avx512f" not in _cpu_flags() or os.environ.get("ONEDNN_MAX_CPU_ISA"):
+        return  # the mixed case is AVX-512's; the values above still hold
+    env = dict(os.environ, SPORA_LOG_LEVEL="debug")
+    proc = subprocess.run([sys.executable, __file__, "--lenet5-layer"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "LAYER DONE" in out, out[-3000:]
+    assert "g built in nChw8c from a in nChw16c" in out, out[-3000:]
+
+
 def test_backward_under_avx2():
     """The two backward tests and the blocked hand-over's training steps
     again with oneDNN capped at AVX2, where g is built in nChw8c by the
@@ -548,3 +596,6 @@ def test_flagged_forward_writes_no_nchw_activation(isa):
 
 if __name__ == "__main__" and sys.argv[1:] == ["--verbose-step"]:
     _verbose_main()
+if __name__ == "__main__" and sys.argv[1:] == ["--lenet5-layer"]:
+    _lenet5_second_layer(S.Context().device_find("cpu"), "1")
+    print("LAYER DONE", flush=True)
