@@ -487,13 +487,42 @@ conv2d_transpose = conv_transpose2d
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, return_indices=False, ceil_mode=False):
     """MindSpore's signature (return_indices before ceil_mode); stride
-    defaults to kernel_size. return_indices=True is not supported."""
-    if return_indices:
-        raise NotImplementedError("[max_pool2d] return_indices=True is not supported: Spora's max_pool2d gives "
-                                  "the values only")
-    return _call("max_pool2d", [input], kernel_size=_pair(kernel_size),
-                 stride=_pair(stride if stride is not None else kernel_size), padding=_pair(padding),
-                 dilation=_pair(dilation), ceil_mode=bool(ceil_mode))
+    defaults to kernel_size. With return_indices=True also returns, per
+    output element, the flat index (h * W + w) of the chosen input element
+    within its (N, C) plane, int64, as MindSpore and PyTorch do (the first
+    maximum of the window in row-major order)."""
+    k, st = _pair(kernel_size), _pair(stride if stride is not None else kernel_size)
+    pd, dl = _pair(padding), _pair(dilation)
+    out = _call("max_pool2d", [input], kernel_size=k, stride=st, padding=pd, dilation=dl, ceil_mode=bool(ceil_mode))
+    if not return_indices:
+        return out
+    return out, _max_pool2d_indices(input, out.shape, k, st, pd, dl)
+
+
+def _max_pool2d_indices(x, out_shape, k, st, pd, dl):
+    """Where max_pool2d's maxima come from: the windows' elements stacked
+    (k[0] * k[1] strided views of the input padded with -inf), their argmax,
+    and that element's offset added to the window's origin. The indices
+    carry no gradient; the values come from the max_pool2d op itself."""
+    h, w = x.shape[2], x.shape[3]
+    oh, ow = out_shape[2], out_shape[3]
+    # Rows and columns the windows reach, the input padded to cover them
+    # (ceil_mode's last window may pass the right padding).
+    need_h = (oh - 1) * st[0] + dl[0] * (k[0] - 1) + 1
+    need_w = (ow - 1) * st[1] + dl[1] * (k[1] - 1) + 1
+    xp = pad(x, (pd[1], _builtins.max(0, need_w - w - pd[1]), pd[0], _builtins.max(0, need_h - h - pd[0])),
+             value=float("-inf"))
+    views, offsets = [], []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            r0, c0 = i * dl[0], j * dl[1]
+            views.append(xp[:, :, r0:r0 + (oh - 1) * st[0] + 1:st[0], c0:c0 + (ow - 1) * st[1] + 1:st[1]])
+            offsets.append(r0 * w + c0)
+    pick = argmax(stack(views, 0), 0)  # (N, C, OH, OW): which window element
+    rows = np.arange(oh, dtype=np.int64) * st[0] - pd[0]
+    cols = np.arange(ow, dtype=np.int64) * st[1] - pd[1]
+    origin = Tensor(rows[:, None] * w + cols[None, :])  # the window's top-left, as a flat index
+    return Tensor(np.asarray(offsets, np.int64))[pick] + origin
 
 
 def avg_pool2d(input_x, kernel_size=1, stride=1, padding=0, ceil_mode=False, count_include_pad=True,

@@ -593,3 +593,41 @@ def test_compositions_on_sim_match_cpu():
 
     for c, s in zip(run("cpu"), run("sim:0")):
         np.testing.assert_allclose(s, c, rtol=1e-5, atol=1e-6)
+
+
+def _max_pool2d_ref(x, k, s, p, d, ceil):
+    """Values and flat indices (h * W + w) of max pooling, the first maximum of each window."""
+    n_, c_, h, w = x.shape
+
+    def size(n, k, s, p, d):
+        e = n + 2 * p - d * (k - 1) - 1
+        o = (-(-e // s) if ceil else e // s) + 1
+        return o - 1 if ceil and (o - 1) * s >= n + p else o
+    oh, ow = size(h, k[0], s[0], p[0], d[0]), size(w, k[1], s[1], p[1], d[1])
+    v = np.full((n_, c_, oh, ow), -np.inf, np.float32)
+    ix = np.zeros((n_, c_, oh, ow), np.int64)
+    for i in range(oh):
+        for j in range(ow):
+            for a in range(k[0]):
+                for b in range(k[1]):
+                    r, q = i * s[0] - p[0] + a * d[0], j * s[1] - p[1] + b * d[1]
+                    if 0 <= r < h and 0 <= q < w:
+                        better = x[:, :, r, q] > v[:, :, i, j]
+                        v[:, :, i, j] = np.where(better, x[:, :, r, q], v[:, :, i, j])
+                        ix[:, :, i, j] = np.where(better, r * w + q, ix[:, :, i, j])
+    return v, ix
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", [((2, 2), (2, 2), (0, 0), (1, 1), False),
+                                          ((3, 3), (2, 2), (1, 1), (1, 1), True),
+                                          ((3, 2), (1, 2), (1, 0), (2, 1), False),
+                                          ((2, 2), (2, 2), (0, 0), (1, 1), True)])
+def test_max_pool2d_return_indices_match_a_reference(k, s, p, d, ceil):
+    x = np.random.default_rng(0).integers(0, 5, (2, 3, 7, 8)).astype(np.float32)  # many ties
+    want_v, want_i = _max_pool2d_ref(x, k, s, p, d, ceil)
+    v, i = ops.max_pool2d(spora.Tensor(x), k, s, p, d, return_indices=True, ceil_mode=ceil)
+    assert i.dtype == spora.int64
+    np.testing.assert_array_equal(v.asnumpy(), want_v)
+    np.testing.assert_array_equal(i.asnumpy(), want_i)
+    with pytest.raises(ValueError, match=r"\[max_pool2d\] x must have rank 4"):
+        ops.max_pool2d(spora.Tensor(x[0]), k, return_indices=True)
