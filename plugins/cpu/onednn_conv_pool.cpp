@@ -107,6 +107,14 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
   if (keep && p.out[1].shape != a) return plugin::invalid(p, "output 1 must have the activation's shape " + a.str());
   ConvDesc d;
   if (auto* e = conv_desc(p, x, w, a, dt, &d)) return e;
+  // blocked_handoff: x arrives, y leaves in the plugin's blocked layout.
+  memory::desc y_user(memory::dims(y.dims, y.dims + 4), dt, tag::nchw);
+  if (blocked_port(p, "blocked_inputs", 0))
+    if (auto* e = blocked_operand(p, "x", d.x_user.dims(), dt, &d.x_user)) return e;
+  if (blocked_port(p, "blocked_outputs", 0))
+    if (auto* e = blocked_operand(p, "y", y_user.dims(), dt, &y_user)) return e;
+  if (!blocked_flags(p).empty() && dtype != SPORA_DTYPE_F32)
+    return plugin::invalid(p, "blocked operands are for f32 only");
   if (p.in[2].shape.numel() != d.out_channels) return plugin::invalid(p, "bias must have one value per output channel");
   // The pooling window (max_pool2d's canonical attributes, prefixed).
   const auto k = p.attrs.get_ints("pool_kernel_size"), st = p.attrs.get_ints("pool_stride"),
@@ -204,8 +212,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
       return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
     if (keep) s->act = make_operand(ws, DNNL_ARG_DST, 1, true, a_user, a_prim);
     else s->act_tmp.place(ws, a_prim);
-    s->pooled = make_operand(ws, DNNL_ARG_DST, 0, true, memory::desc(memory::dims(y.dims, y.dims + 4), dt, tag::nchw),
-                             ppd.dst_desc());
+    s->pooled = make_operand(ws, DNNL_ARG_DST, 0, true, y_user, ppd.dst_desc());
     s->conv_scratch.place(ws, cpd.scratchpad_desc());
     s->pool_scratch.place(ws, ppd.scratchpad_desc());
     s->conv = dnnl::convolution_forward(cpd);
@@ -215,6 +222,8 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
                              (blocked ? std::string(", activation kept in ") +
                                             (kept_activation_block() == 16 ? "nChw16c" : "nChw8c")
                                       : std::string()) +
+                             (blocked_port(p, "blocked_inputs", 0) ? ", x handed in blocked" : "") +
+                             (blocked_port(p, "blocked_outputs", 0) ? ", y handed on blocked" : "") +
                              (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
     p.workspace = ws;
     p.state = s;
@@ -224,8 +233,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
 }
 
 spora_plugin_error_t* plan(KernelPlan& p) {
-  const bool blocked = p.attrs.get_bool("activation_blocked", false);
-  return refuse_decomposition(p, blocked, plan_kernel(p, blocked));
+  return refuse_decomposition(p, plan_kernel(p, p.attrs.get_bool("activation_blocked", false)));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool", "onednn", plan}); }

@@ -75,8 +75,13 @@ struct Blocks {
   // a's layout: NCHW (a_cb 0) or, with activation_blocked, nChw{a_cb}c as
   // conv2d_act_pool wrote it (a_cb need not be cb). a_sw: a's step along w.
   int64_t a_cb, a_sw;
-  // Channel c's offset in an image of a.
+  // dy's layout the same way: NCHW (d_cb 0) or, with blocked_inputs
+  // naming 3, nChw{d_cb}c as the next layer's kernel wrote it; d_sw: dy's
+  // step along a pooled row.
+  int64_t d_cb, d_sw;
+  // Channel c's offset in an image of a, of dy.
   int64_t a_channel(int64_t c) const { return a_cb ? (c / a_cb) * a_cb * h * w + c % a_cb : c * h * w; }
+  int64_t d_channel(int64_t c) const { return d_cb ? (c / d_cb) * d_cb * ph * pw + c % d_cb : c * ph * pw; }
 };
 
 struct State {
@@ -119,7 +124,7 @@ void window_any(const Blocks& b, const float* a, const float* dy, float* g, int6
   int64_t bi, bj;
   window_argmax(b, w0, &bi, &bj);
   const float at = w0[(bi * b.w + bj) * b.a_sw];
-  const float val = (!b.relu || at > 0.0f) ? 0.0f + dy[r * b.pw + q] : 0.0f;
+  const float val = (!b.relu || at > 0.0f) ? 0.0f + dy[(r * b.pw + q) * b.d_sw] : 0.0f;
   float* g0 = g + r * b.kh * b.s_h + q * b.kw * b.cb;
   for (int64_t i = 0; i < b.kh; ++i)
     for (int64_t j = 0; j < b.kw; ++j) g0[i * b.s_h + j * b.cb] = (i == bi && j == bj) ? val : 0.0f;
@@ -131,13 +136,18 @@ void cut_columns(const Blocks& b, float* g, int64_t r) {
     for (int64_t x = b.pw * b.kw; x < b.w; ++x) g[(r * b.kh + i) * b.s_h + x * b.cb] = 0.0f;
 }
 
+// A block's lanes: lane k's channel in a and in dy, as offsets from the
+// block's first channel (0 past the real channels).
+struct Lanes {
+  int32_t a[16] = {}, dy[16] = {};
+};
+
 // The general path for `real` channels of a block: one window and one lane
-// at a time. aoff[k]: lane k's channel in a, from a.
-void block_any(const Blocks& b, const float* a, const int32_t* aoff, const float* dy, float* g, int64_t real) {
-  const int64_t pooled = b.ph * b.pw;
+// at a time.
+void block_any(const Blocks& b, const float* a, const Lanes& off, const float* dy, float* g, int64_t real) {
   for (int64_t r = 0; r < b.ph; ++r)
     for (int64_t k = 0; k < real; ++k) {
-      for (int64_t q = 0; q < b.pw; ++q) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
+      for (int64_t q = 0; q < b.pw; ++q) window_any(b, a + off.a[k], dy + off.dy[k], g + k, r, q);
       cut_columns(b, g + k, r);
     }
 }
@@ -157,13 +167,11 @@ __attribute__((target("avx512f"))) inline __m512 gather(__mmask16 lanes, __m512i
 // mask are compares and masked moves; a window holding a NaN takes the
 // general path, lane by lane. Lanes past the `real` channels of a last
 // block gather nothing and store 0, the padding oneDNN expects.
-__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const int32_t* aoff,
+__attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const float* a, const Lanes& off,
                                                         const float* dy, float* g, int64_t real) {
-  const int pooled = static_cast<int>(b.ph * b.pw);
-  const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i ai = _mm512_loadu_si512(aoff);
+  const __m512i ai = _mm512_loadu_si512(off.a);
   const int64_t sw = b.a_sw, sh = b.w * b.a_sw;
-  const __m512i di = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(pooled));
+  const __m512i di = _mm512_loadu_si512(off.dy);
   const __m512 zero = _mm512_setzero_ps();
   const __mmask16 on = static_cast<__mmask16>((1u << real) - 1);
   for (int64_t r = 0; r < b.ph; ++r) {
@@ -176,7 +184,7 @@ __attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const 
                             _mm512_cmp_ps_mask(v2, v2, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(v3, v3, _CMP_UNORD_Q);
       if (nan) {
         for (float* at : {g0, g0 + 16, g0 + b.s_h, g0 + b.s_h + 16}) _mm512_storeu_ps(at, zero);
-        for (int64_t k = 0; k < real; ++k) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + off.a[k], dy + off.dy[k], g + k, r, q);
         continue;
       }
       const __mmask16 c1 = _mm512_cmp_ps_mask(v1, v0, _CMP_GT_OQ);
@@ -185,7 +193,7 @@ __attribute__((target("avx512f"))) void block_2x2_avx512(const Blocks& b, const 
       m = _mm512_mask_blend_ps(c2, m, v2);
       const __mmask16 c3 = _mm512_cmp_ps_mask(v3, m, _CMP_GT_OQ);
       m = _mm512_mask_blend_ps(c3, m, v3);
-      __m512 d = _mm512_add_ps(zero, gather(on, di, dy + r * b.pw + q));
+      __m512 d = _mm512_add_ps(zero, gather(on, di, dy + (r * b.pw + q) * b.d_sw));
       if (b.relu) d = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(m, zero, _CMP_GT_OQ), d);
       const __mmask16 later = c2 | c3;
       _mm512_storeu_ps(g0, _mm512_maskz_mov_ps(static_cast<__mmask16>(~(c1 | later)), d));
@@ -202,13 +210,12 @@ __attribute__((target("avx2"))) inline __m256 gather(__m256 lanes, __m256i index
 }
 
 // The same with 8 lanes (nChw8c) on AVX2: masks are vectors.
-__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const int32_t* aoff,
+__attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float* a, const Lanes& off,
                                                     const float* dy, float* g, int64_t real) {
-  const int pooled = static_cast<int>(b.ph * b.pw);
   const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i ai = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aoff));
+  const __m256i ai = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off.a));
   const int64_t sw = b.a_sw, sh = b.w * b.a_sw;
-  const __m256i di = _mm256_mullo_epi32(lanes, _mm256_set1_epi32(pooled));
+  const __m256i di = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(off.dy));
   const __m256 zero = _mm256_setzero_ps();
   const __m256 on = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(real)), lanes));
   for (int64_t r = 0; r < b.ph; ++r) {
@@ -222,7 +229,7 @@ __attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float
       const __m256 nan = _mm256_or_ps(nan01, nan23);
       if (_mm256_movemask_ps(nan)) {
         for (float* at : {g0, g0 + 8, g0 + b.s_h, g0 + b.s_h + 8}) _mm256_storeu_ps(at, zero);
-        for (int64_t k = 0; k < real; ++k) window_any(b, a + aoff[k], dy + k * pooled, g + k, r, q);
+        for (int64_t k = 0; k < real; ++k) window_any(b, a + off.a[k], dy + off.dy[k], g + k, r, q);
         continue;
       }
       const __m256 c1 = _mm256_cmp_ps(v1, v0, _CMP_GT_OQ);
@@ -231,7 +238,7 @@ __attribute__((target("avx2"))) void block_2x2_avx2(const Blocks& b, const float
       m = _mm256_blendv_ps(m, v2, c2);
       const __m256 c3 = _mm256_cmp_ps(v3, m, _CMP_GT_OQ);
       m = _mm256_blendv_ps(m, v3, c3);
-      __m256 d = _mm256_add_ps(zero, gather(on, di, dy + r * b.pw + q));
+      __m256 d = _mm256_add_ps(zero, gather(on, di, dy + (r * b.pw + q) * b.d_sw));
       if (b.relu) d = _mm256_and_ps(_mm256_cmp_ps(m, zero, _CMP_GT_OQ), d);
       const __m256 later = _mm256_or_ps(c2, c3);
       _mm256_storeu_ps(g0, _mm256_andnot_ps(_mm256_or_ps(c1, later), d));
@@ -253,17 +260,20 @@ void build_g(const Blocks& b, const float* a, const float* dy, float* g) {
       float* gb = g + n * b.s_n + blk * b.s_blk;
       // The block's first channel in a and each lane's offset from it
       // (0 past `real`: those lanes gather nothing).
-      const int64_t c0 = blk * b.cb, first = b.a_channel(c0);
+      const int64_t c0 = blk * b.cb, first = b.a_channel(c0), dfirst = b.d_channel(c0);
       const float* ab = a + n * b.c * area + first;
-      int32_t aoff[16] = {};
-      for (int64_t k = 0; k < real; ++k) aoff[k] = static_cast<int32_t>(b.a_channel(c0 + k) - first);
-      const float* db = dy + (n * b.c + blk * b.cb) * pooled;
+      const float* db = dy + n * b.c * pooled + dfirst;
+      Lanes off;
+      for (int64_t k = 0; k < real; ++k) {
+        off.a[k] = static_cast<int32_t>(b.a_channel(c0 + k) - first);
+        off.dy[k] = static_cast<int32_t>(b.d_channel(c0 + k) - dfirst);
+      }
       // The vector paths write every lane of the windows and cut-off
       // columns (0 past `real`); the general path only the real ones.
       const bool vector = b.simd != Simd::kNone;
-      if (b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, aoff, db, gb, real);
-      else if (b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, aoff, db, gb, real);
-      else block_any(b, ab, aoff, db, gb, real);
+      if (b.simd == Simd::kAvx512) block_2x2_avx512(b, ab, off, db, gb, real);
+      else if (b.simd == Simd::kAvx2) block_2x2_avx2(b, ab, off, db, gb, real);
+      else block_any(b, ab, off, db, gb, real);
       const int64_t lanes = vector ? b.cb : real;
       // Rows past the last whole window.
       for (int64_t y = b.ph * b.kh; y < b.h; ++y)
@@ -411,13 +421,26 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
     const int64_t cb = tw == tag::nChw16c ? 16 : 8, blocks = (a.dims[1] + cb - 1) / cb;
     s->b = Blocks{a.dims[0], a.dims[1], a.dims[2], a.dims[3], dy.dims[2], dy.dims[3], k[0], k[1],
                   cb, blocks, blocks * cb * a.dims[2] * a.dims[3], cb * a.dims[2] * a.dims[3],
-                  cb * a.dims[3], act == "relu", Simd::kNone, 0, 1};
+                  cb * a.dims[3], act == "relu", Simd::kNone, 0, 1, 0, 1};
     if (blocked) {
       // a as conv2d_act_pool wrote it (onednn_kept_activation.h).
       if (kept_activation_desc(ad, dt).get_size() != static_cast<size_t>(a.numel()) * sizeof(float))
         return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
       s->b.a_cb = s->b.a_sw = kept_activation_block();
     }
+    if (blocked_port(p, "blocked_inputs", 3)) {
+      // dy as the next layer's kernel wrote it (blocked_handoff).
+      memory::desc dy_md;
+      if (auto* e = blocked_operand(p, "dy", memory::dims(dy.dims, dy.dims + 4), dt, &dy_md)) return e;
+      s->b.d_cb = s->b.d_sw = kept_activation_block();
+    }
+    // blocked_handoff: x arrives, dx leaves in the plugin's blocked layout.
+    memory::desc x_user = d.x_user;
+    if (blocked_port(p, "blocked_inputs", 0))
+      if (auto* e = blocked_operand(p, "x", d.x_user.dims(), dt, &x_user)) return e;
+    memory::desc dx_user = d.x_user;
+    if (input_grad && blocked_port(p, "blocked_outputs", 2))
+      if (auto* e = blocked_operand(p, "dx", d.x_user.dims(), dt, &dx_user)) return e;
     const bool fits = a.dims[2] * a.dims[3] * cb < (int64_t{1} << 31);
     if (k[0] == 2 && k[1] == 2 && fits) {
       if (cb == 16 && __builtin_cpu_supports("avx512f")) s->b.simd = Simd::kAvx512;
@@ -425,7 +448,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
     }
     size_t ws = 0;
     s->g.place(ws, g_md);
-    s->weight_ops.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, wpd.src_desc()));
+    s->weight_ops.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, x_user, wpd.src_desc()));
     s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_WEIGHTS, 0, true, d.w_user, wpd.diff_weights_desc()));
     s->weight_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_BIAS, 1, true, d.b_user, wpd.diff_bias_desc()));
     s->weights_scratch.place(ws, wpd.scratchpad_desc());
@@ -440,13 +463,16 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
         s->regrouped = true;
       }
       s->data_ops.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, dpd.weights_desc()));
-      s->data_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_SRC, 2, true, d.x_user, dpd.diff_src_desc()));
+      s->data_ops.push_back(make_operand(ws, DNNL_ARG_DIFF_SRC, 2, true, dx_user, dpd.diff_src_desc()));
       s->data_scratch.place(ws, dpd.scratchpad_desc());
       s->data = dnnl::convolution_backward_data(dpd);
       impl += std::string(" and ") + dpd.impl_info_str() + std::string(" on ") + layout_name(td);
     }
     log(SPORA_LOG_DEBUG, p.op + " " + x.str() + ": g built in " + layout_name(tw) + " from a in " +
                              (blocked ? (s->b.a_cb == 16 ? "nChw16c" : "nChw8c") : "nchw") + " for " + impl +
+                             (s->b.d_cb ? ", dy handed in blocked" : "") +
+                             (blocked_port(p, "blocked_inputs", 0) ? ", x handed in blocked" : "") +
+                             (dx_user != d.x_user ? ", dx handed on blocked" : "") +
                              (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
     p.workspace = ws;
     p.state = s;
@@ -456,8 +482,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
 }
 
 spora_plugin_error_t* plan(KernelPlan& p) {
-  const bool blocked = p.attrs.get_bool("activation_blocked", false);
-  return refuse_decomposition(p, blocked, plan_kernel(p, blocked));
+  return refuse_decomposition(p, plan_kernel(p, p.attrs.get_bool("activation_blocked", false)));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool_grad", "onednn", plan}); }

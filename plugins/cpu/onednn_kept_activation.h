@@ -1,6 +1,8 @@
 // The layout conv2d_act_pool hands its kept activation to
 // conv2d_act_pool_grad in when both carry activation_blocked
-// (conv_pool_grad_fusion sets it; docs/cpu-layouts.md): nChw16c where
+// (conv_pool_grad_fusion sets it; docs/cpu-layouts.md), and the one values
+// between layers are handed over in under blocked_inputs/blocked_outputs
+// (the blocked_handoff pass): nChw16c where
 // oneDNN runs AVX-512, else nChw8c -- decided here, from oneDNN's ISA
 // (ONEDNN_MAX_CPU_ISA included), so that the writing and the reading kernel
 // always agree. The pass sets the flag only with channels a multiple of 16,
@@ -28,16 +30,48 @@ inline dnnl::memory::desc kept_activation_desc(const dnnl::memory::dims& a, dnnl
                                                           : dnnl::memory::format_tag::nChw8c);
 }
 
+// blocked_inputs / blocked_outputs (the blocked_handoff pass): whether the
+// op's operand `index` is handed over in the same layout.
+inline bool blocked_port(const plugin::KernelPlan& p, const char* list, int64_t index) {
+  for (int64_t i : p.attrs.get_ints(list))
+    if (i == index) return true;
+  return false;
+}
+
+// A blocked operand's layout, refusing shapes whose channels do not fill
+// whole blocks (the pass never marks those: the memory plan sizes the
+// tensor as NCHW).
+inline spora_plugin_error_t* blocked_operand(const plugin::KernelPlan& p, const char* what,
+                                              const dnnl::memory::dims& dims, dnnl::memory::data_type dt,
+                                              dnnl::memory::desc* out) {
+  *out = kept_activation_desc(dims, dt);
+  dnnl::memory::dim numel = 1;
+  for (auto d : dims) numel *= d;
+  if (out->get_size() != static_cast<size_t>(numel) * dnnl::memory::data_type_size(dt))
+    return plugin::invalid(p, std::string(what) + " is blocked but its channels do not fill whole blocks");
+  return nullptr;
+}
+
+// The attributes that make operands blocked, named for an error; empty
+// when the op has none.
+inline std::string blocked_flags(const plugin::KernelPlan& p) {
+  std::string out;
+  if (p.attrs.get_bool("activation_blocked", false)) out = "activation_blocked";
+  for (const char* list : {"blocked_inputs", "blocked_outputs"})
+    if (!p.attrs.get_ints(list).empty()) out += (out.empty() ? "" : ", ") + std::string(list);
+  return out;
+}
+
 // A plan's UNIMPLEMENTED (the host would decompose) turned into an error
-// when the flag is set; other results pass through.
-inline spora_plugin_error_t* refuse_decomposition(const plugin::KernelPlan& p, bool blocked,
-                                                   spora_plugin_error_t* e) {
-  if (!blocked || !e || e->code != SPORA_PLUGIN_UNIMPLEMENTED) return e;
+// when an operand is blocked; other results pass through.
+inline spora_plugin_error_t* refuse_decomposition(const plugin::KernelPlan& p, spora_plugin_error_t* e) {
+  const std::string flags = blocked_flags(p);
+  if (flags.empty() || !e || e->code != SPORA_PLUGIN_UNIMPLEMENTED) return e;
   std::string why = e->message;
   e->destroy(e);
-  return plugin::invalid(p, "activation_blocked is set but the kernel cannot run (" + why +
-                                "), and the decomposition would read the activation as NCHW "
-                                "(SPORA_CONV_POOL_FUSION=unblocked keeps it NCHW)");
+  return plugin::invalid(p, flags + " set but the kernel cannot run (" + why +
+                                "), and the decomposition would read the blocked operands as NCHW "
+                                "(SPORA_CONV_POOL_FUSION=unblocked keeps them NCHW)");
 }
 
 }  // namespace spora::cpu

@@ -28,7 +28,7 @@ TEST(Passes, PipelineHasLevelsAndOrder) {
   EXPECT_EQ(names,
             (std::vector<std::string>{"shape_inference", "inline", "dce", "cse", "algebraic_simplify",
                                       "constant_folding", "recompute", "allreduce_fusion", "epilogue_fusion",
-                                      "conv_pool_fusion", "conv_pool_grad_fusion"}));
+                                      "conv_pool_fusion", "conv_pool_grad_fusion", "blocked_handoff"}));
   ir::Graph g;
   EXPECT_THROW(passes::optimize(g, 7), Error);
 }

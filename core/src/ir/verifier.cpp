@@ -1,6 +1,8 @@
 #include "ir/verifier.h"
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 #include "support/error.h"
 
@@ -26,6 +28,46 @@ void check_params(const Graph& g, size_t id, const Node& n, const Graph& sub, si
   for (size_t i = 0; i < ins.size(); ++i)
     if (!same_meta(sub.node(ins[i]).outputs[0], g.meta(n.inputs[first + i])))
       broken(g, id, n, fmt::format("sub-graph '{}' input {} differs in type from the node's", sub.name(), i));
+}
+
+std::vector<int64_t> ports(const Node& n, const char* name) {
+  const AttrValue* v = n.kind == NodeKind::kApply ? n.attrs.find(name) : nullptr;
+  return v && v->type == AttrType::kInts ? v->ints : std::vector<int64_t>{};
+}
+bool names(const std::vector<int64_t>& list, size_t i) {
+  return std::find(list.begin(), list.end(), static_cast<int64_t>(i)) != list.end();
+}
+
+// blocked_outputs / blocked_inputs (set by passes/blocked_handoff.cpp): a
+// value whose bytes are a kernel's private blocked layout is written and
+// read only by kernels that agree on it. Every reader of a blocked output
+// names that input blocked and runs on the producer's device, every
+// blocked input comes from a blocked output, and no graph output is
+// blocked; a pass that broke this would hand blocked bytes to a reader
+// expecting NCHW.
+void check_blocked(const Graph& g) {
+  const auto& nodes = g.nodes();
+  std::vector<std::vector<int64_t>> out(nodes.size());
+  for (size_t id = 0; id < nodes.size(); ++id) out[id] = ports(nodes[id], "blocked_outputs");
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    const std::vector<int64_t> in = ports(n, "blocked_inputs");
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const Value v = n.inputs[j];
+      const bool written = names(out[static_cast<size_t>(v.node)], static_cast<size_t>(v.index));
+      if (written != names(in, j))
+        broken(g, id, n,
+               fmt::format("input {} (%{}.{}) is {} but its producer writes it {}", j, v.node, v.index,
+                           written ? "read as NCHW" : "read blocked", written ? "blocked" : "as NCHW"));
+      if (written && nodes[static_cast<size_t>(v.node)].device != n.device)
+        broken(g, id, n, fmt::format("input {} is blocked but made on another device", j));
+    }
+  }
+  for (const Value& v : g.outputs())
+    if (v.node >= 0 && static_cast<size_t>(v.node) < nodes.size() &&
+        names(out[static_cast<size_t>(v.node)], static_cast<size_t>(v.index)))
+      broken(g, static_cast<size_t>(v.node), nodes[static_cast<size_t>(v.node)],
+             fmt::format("output {} is a graph output but written blocked", v.index));
 }
 
 }  // namespace
@@ -120,6 +162,7 @@ void verify(const Graph& g) {
         v.index >= static_cast<int32_t>(g.node(v.node).outputs.size()))
       fail(Code::kInvalidArgument, "[verify] graph '{}' output {} refers to a missing value", g.name(), i);
   }
+  check_blocked(g);
 }
 
 }  // namespace spora::ir

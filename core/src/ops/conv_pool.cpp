@@ -51,6 +51,8 @@ void infer_conv_pool(const OpDef&, const TensorMeta* in, OpCall& call) {
   const bool blocked = conv_pool::activation_blocked(call.attrs);
   if (blocked && !keep) fail(Code::kInvalidArgument, "[conv2d_act_pool] activation_blocked needs keep_activation");
   if (blocked) a.set("activation_blocked", AttrValue::of_bool(true));  // absent: false, as before the flag
+  conv_pool::keep_blocked_ports("conv2d_act_pool", call.attrs, a, "blocked_inputs", {0});
+  conv_pool::keep_blocked_ports("conv2d_act_pool", call.attrs, a, "blocked_outputs", {0});
   call.attrs = a;
   for (int i = 0; i < 3; ++i) call.in[i] = conv.in[i];
   call.num_outputs = keep ? 2 : 1;
@@ -100,6 +102,12 @@ ir::Node part_node(const char* op, const Attrs& attrs, const ir::Node& n) {
 }
 
 V conv_pool_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
+  // x or y in a kernel's blocked layout (blocked_handoff): the rule's ops
+  // would read them as NCHW.
+  if (!conv_pool::blocked_ports(n.attrs, "blocked_inputs").empty() ||
+      !conv_pool::blocked_ports(n.attrs, "blocked_outputs").empty())
+    fail(Code::kUnimplemented, "[conv2d_act_pool] no gradient with blocked_inputs/blocked_outputs: differentiate "
+                               "before optimising");
   const bool keep = keeps_activation(n.attrs);
   // A blocked activation's bytes are the kernel's, not NCHW: recompute it.
   const bool keep_read = keep && !conv_pool::activation_blocked(n.attrs);
@@ -134,7 +142,8 @@ void register_conv_pool_ops(OpRegistry& r) {
       "keep_activation adds conv2d_act's result as output 1; activation_blocked (set by conv_pool_grad_fusion "
       "only, on a pair whose conv2d_act_pool_grad is output 1's only reader) makes output 1's bytes the "
       "device kernel's private blocked layout (logical shape and dtype unchanged; docs/cpu-layouts.md), "
-      "which the decomposition ignores";
+      "which the decomposition ignores; blocked_inputs [0] / blocked_outputs [0] (set by blocked_handoff only) do the "
+      "same for x and y, between such ops (docs/cpu-layouts.md, Chains)";
   d.dynamic_outputs = true;
   d.cost = conv_pool_cost;
   Rules{conv_pool_bp, decompose_conv_pool}.apply(d);

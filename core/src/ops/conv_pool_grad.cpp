@@ -24,6 +24,7 @@
 // Every device without a kernel runs the decomposition above; the gradient
 // is the decomposition's (rules::vjp_of).
 #include <string>
+#include <vector>
 
 #include "ir/op.h"
 #include "ops/conv_pool_parts.h"
@@ -79,6 +80,9 @@ void infer_conv_pool_grad(const OpDef&, const TensorMeta* in, OpCall& call) {
   attrs.set("activation", AttrValue::of_string(act));
   attrs.set("input_grad", AttrValue::of_bool(dx));
   if (conv_pool::activation_blocked(call.attrs)) attrs.set("activation_blocked", AttrValue::of_bool(true));
+  conv_pool::keep_blocked_ports(kOp, call.attrs, attrs, "blocked_inputs", {0, 3});
+  conv_pool::keep_blocked_ports(kOp, call.attrs, attrs, "blocked_outputs", dx ? std::vector<int64_t>{2}
+                                                                              : std::vector<int64_t>{});
   call.attrs = attrs;
   for (int i = 0; i < 4; ++i) call.in[i] = in[i];
   call.num_outputs = dx ? 3 : 2;
@@ -125,8 +129,11 @@ V conv_pool_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, c
   const Attrs attrs = n.attrs;
   // The decomposition would read a's bytes as NCHW on a device whose
   // kernel wrote them blocked.
-  if (conv_pool::activation_blocked(attrs))
-    fail(Code::kUnimplemented, "[{}] no gradient with activation_blocked: differentiate before optimising", kOp);
+  if (conv_pool::any_blocked(attrs))
+    fail(Code::kUnimplemented,
+         "[{}] no gradient with activation_blocked, blocked_inputs or blocked_outputs: differentiate before "
+         "optimising",
+         kOp);
   return vjp_of(b, n, x, y, dy,
                 [attrs](GradBuilder& sb, const V& sx) { return decompose_conv_pool_grad(sb, sx, attrs); });
 }
@@ -145,7 +152,8 @@ void register_conv_pool_grad_ops(OpRegistry& r) {
       "conv2d_grad_weight(x, g), sum(g, [0, 2, 3]) and, with input_grad, conv2d_grad_input(g, w). "
       "activation_blocked: a's bytes are the device kernel's private blocked "
       "layout, written by the conv2d_act_pool with the same flag (conv_pool_grad_fusion sets both; "
-      "docs/cpu-layouts.md); the decomposition ignores it";
+      "docs/cpu-layouts.md); the decomposition ignores it. blocked_inputs (0: x, 3: dy) and blocked_outputs "
+      "(2: dx), set by blocked_handoff only, do the same between such ops of consecutive layers";
   d.dynamic_outputs = true;
   d.cost = conv_pool_grad_cost;
   Rules{conv_pool_grad_bp, decompose_conv_pool_grad}.apply(d);

@@ -4,6 +4,8 @@
 // split of those attributes into the parts' own, through which both ops
 // infer and decompose.
 #pragma once
+#include <fmt/ranges.h>
+
 #include <string>
 #include <vector>
 
@@ -53,6 +55,37 @@ inline bool activation_blocked(const Attrs& a) {
   return v && v->i != 0;
 }
 
+// blocked_inputs / blocked_outputs (both ops): the operands, by index,
+// whose bytes are the device kernel's private channel-blocked layout, the
+// same one activation_blocked uses (docs/cpu-layouts.md, "Chains"). Only
+// the blocked_handoff pass sets them, on a value whose producer and every
+// reader are such ops on one device and agree (ir::verify checks that).
+// `allowed`: the indices the op may name; inference keeps the lists
+// (absent when empty) and refuses any other index.
+inline std::vector<int64_t> blocked_ports(const Attrs& a, const char* name) {
+  const AttrValue* v = a.find(name);
+  return v ? v->ints : std::vector<int64_t>{};
+}
+inline void keep_blocked_ports(const char* op, const Attrs& in, Attrs& out, const char* name,
+                               const std::vector<int64_t>& allowed) {
+  std::vector<int64_t> ports = blocked_ports(in, name);
+  if (ports.empty()) return;
+  for (size_t i = 0; i < ports.size(); ++i) {
+    bool ok = false;
+    for (int64_t p : allowed) ok = ok || p == ports[i];
+    for (size_t j = 0; j < i; ++j) ok = ok && ports[j] != ports[i];
+    if (!ok) fail(Code::kInvalidArgument, "[{}] {} may name each of {} once, got {}", op, name, fmt::join(allowed, ", "),
+                  fmt::join(ports, ", "));
+  }
+  out.set(name, AttrValue::of_ints(ports));
+}
+// Any operand in a private blocked layout: the decomposition would read or
+// write it as NCHW, so the op cannot be differentiated.
+inline bool any_blocked(const Attrs& a) {
+  return activation_blocked(a) || !blocked_ports(a, "blocked_inputs").empty() ||
+         !blocked_ports(a, "blocked_outputs").empty();
+}
+
 // The attributes both ops declare, the activation defaulting to
 // `activation`; each op appends its own flag.
 inline std::vector<AttrSpec> attr_specs(const char* activation) {
@@ -67,7 +100,9 @@ inline std::vector<AttrSpec> attr_specs(const char* activation) {
           {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
           {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
           {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)},
-          {"activation_blocked", AttrType::kBool, false, AttrValue::of_bool(false)}};
+          {"activation_blocked", AttrType::kBool, false, AttrValue::of_bool(false)},
+          {"blocked_inputs", AttrType::kInts, false, AttrValue::of_ints({})},
+          {"blocked_outputs", AttrType::kInts, false, AttrValue::of_ints({})}};
 }
 
 }  // namespace spora::conv_pool

@@ -223,8 +223,26 @@ bool unfuse_conv_pool_grad(Graph& g) {
   return true;
 }
 
+// blocked_handoff's hand-overs between layers back to NCHW: the converted
+// ops run in bf16, where the kernels take no blocked operands, and the
+// unfused parts read NCHW. All of them, so producer and readers agree.
+bool drop_blocked_handoffs(Graph& g) {
+  bool any = false;
+  for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {
+    const Attrs& a = g.node(id).attrs;
+    if (!a.find("blocked_inputs") && !a.find("blocked_outputs")) continue;
+    Attrs kept;
+    for (const auto& [name, v] : a.items())
+      if (name != "blocked_inputs" && name != "blocked_outputs") kept.set(name, v);
+    g.mutable_node(id).attrs = kept;
+    any = true;
+  }
+  return any;
+}
+
 bool mixed_precision(Graph& g, const PassContext&) {
-  const bool unfused = unfuse_conv_pool_grad(g);
+  const bool unblocked = drop_blocked_handoffs(g);
+  const bool unfused = unfuse_conv_pool_grad(g) || unblocked;
   bool any = false;
   for (const Node& n : g.nodes()) any = any || candidate(g, n);
   if (!any) return unfused;

@@ -33,6 +33,9 @@ const std::vector<std::string>& pipeline_order() {
       // elementwise_fusion takes their relu mask.
       "conv_pool_grad_fusion",
       "elementwise_fusion",
+      // Last: it marks values whose producer and every reader pass them in
+      // a blocked layout, so no pass after it may add a reader.
+      "blocked_handoff",
   };
   return order;
 }

@@ -43,6 +43,16 @@ class Target {
     (void)dtype;
     return false;
   }
+  // True when the device's conv2d_act_pool and conv2d_act_pool_grad kernels
+  // can hand values between consecutive layers (a pooled result to the next
+  // convolution, an input gradient to the previous layer's backward op) in
+  // that same blocked layout (blocked_inputs / blocked_outputs; the value's
+  // channels a multiple of 16, every reader such a kernel). blocked_handoff
+  // asks. Default: never.
+  virtual bool blocks_layer_handoffs(DType dtype) const {
+    (void)dtype;
+    return false;
+  }
 };
 
 // The process's target (a Target with the defaults until one is

@@ -93,6 +93,14 @@ class HostTarget final : public passes::Target {
     const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
     return fuses_conv_pool_grad(dtype) && !(env && std::strcmp(env, "unblocked") == 0);
   }
+  // The same kernels pass pooled results and input gradients between
+  // layers in that layout (docs/cpu-layouts.md, Chains).
+  // SPORA_CONV_POOL_FUSION=unchained keeps those NCHW and the kept
+  // activation blocked (this change's A/B); =unblocked keeps all NCHW.
+  bool blocks_layer_handoffs(DType dtype) const override {
+    const char* env = std::getenv("SPORA_CONV_POOL_FUSION");
+    return blocks_kept_activation(dtype) && !(env && std::strcmp(env, "unchained") == 0);
+  }
 };
 
 const HostEvaluator g_evaluator;
