@@ -8,7 +8,8 @@ SPORA_CONV_POOL_FUSION=0 (conv2d_act and max_pool2d) and =1
 (conv2d_act_pool, and in training conv2d_act_pool_grad for the backward
 ops) alternately, `rounds` times each -- or the values --settings lists,
 e.g. forward,1 to measure the backward fusion alone, unblocked,1 the
-kept activation handed over in blocks (activation_blocked) -- and prints the CPU time
+blocked hand-overs (blocked_handoff), unchained,1 those between layers --
+and prints the CPU time
 per step (process time, SPORA_NUM_THREADS=1: a loaded machine inflates it
 far less than wall time) and the ratio of the medians. Models are
 bench_python_train.py's LeNet-5 (SGD with momentum) and the main job's

@@ -16,10 +16,11 @@
 // scratchpads and the intermediate live in the workspace, so concurrent
 // launches of one plan share no memory.
 //
-// activation_blocked (set with the backward op's by conv_pool_grad_fusion):
-// the kept activation is written in onednn_kept_activation.h's layout, for
-// conv2d_act_pool_grad's kernel alone, instead of NCHW -- no reorder where
-// the convolution wrote that layout; the plan fails rather than decline.
+// blocked_outputs / blocked_inputs (the blocked_handoff pass): output 1,
+// the kept activation, is written in onednn_kept_activation.h's layout for
+// conv2d_act_pool_grad's kernel alone instead of NCHW -- no reorder where
+// the convolution wrote that layout; x (input 0) and y (output 0) pass
+// between layers in it. The plan then fails rather than decline.
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -89,11 +90,12 @@ bool activation_shape(const KernelPlan& p, const Shape& x, const Shape& w, Shape
 
 spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
   const bool keep = p.attrs.get_bool("keep_activation", false);
-  if (blocked && !keep) return plugin::invalid(p, "activation_blocked needs keep_activation");
+  if (blocked && !keep) return plugin::invalid(p, "blocked_outputs names output 1 but keep_activation is off");
   if (p.num_inputs != 3 || p.num_outputs != (keep ? 2 : 1)) return plugin::invalid(p, "wrong operand count");
   const int32_t dtype = p.out[0].dtype;
   memory::data_type dt;
-  if (blocked && dtype != SPORA_DTYPE_F32) return plugin::invalid(p, "activation_blocked is for f32 only");
+  if (!blocked_flags(p).empty() && dtype != SPORA_DTYPE_F32)
+    return plugin::invalid(p, "blocked operands are for f32 only");
   if ((dtype != SPORA_DTYPE_F32 && dtype != SPORA_DTYPE_BF16) || !onednn_dtype(dtype, &dt))
     return plugin::unsupported(p, std::string("no oneDNN kernel for ") + plugin::dtype_name(dtype));
   for (int i = 0; i < p.num_inputs; ++i) {
@@ -113,8 +115,6 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
     if (auto* e = blocked_operand(p, "x", d.x_user.dims(), dt, &d.x_user)) return e;
   if (blocked_port(p, "blocked_outputs", 0))
     if (auto* e = blocked_operand(p, "y", y_user.dims(), dt, &y_user)) return e;
-  if (!blocked_flags(p).empty() && dtype != SPORA_DTYPE_F32)
-    return plugin::invalid(p, "blocked operands are for f32 only");
   if (p.in[2].shape.numel() != d.out_channels) return plugin::invalid(p, "bias must have one value per output channel");
   // The pooling window (max_pool2d's canonical attributes, prefixed).
   const auto k = p.attrs.get_ints("pool_kernel_size"), st = p.attrs.get_ints("pool_stride"),
@@ -204,12 +204,12 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
     s->inputs.push_back(make_operand(ws, DNNL_ARG_SRC, 0, false, d.x_user, cpd.src_desc()));
     s->inputs.push_back(make_operand(ws, DNNL_ARG_WEIGHTS, 1, false, d.w_user, cpd.weights_desc()));
     s->inputs.push_back(make_operand(ws, DNNL_ARG_BIAS, 2, false, d.b_user, cpd.bias_desc()));
-    // activation_blocked: output 1 leaves in the layout the backward
+    // A blocked output 1 leaves in the layout the backward
     // kernel reads (onednn_kept_activation.h), straight from the
     // convolution when it wrote that layout.
     const memory::desc a_user = blocked ? kept_activation_desc(ad, dt) : d.y_user;
     if (a_user.get_size() != d.y_user.get_size())
-      return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
+      return plugin::invalid(p, "a blocked activation needs channels filling whole blocks, got " + a.str());
     if (keep) s->act = make_operand(ws, DNNL_ARG_DST, 1, true, a_user, a_prim);
     else s->act_tmp.place(ws, a_prim);
     s->pooled = make_operand(ws, DNNL_ARG_DST, 0, true, y_user, ppd.dst_desc());
@@ -233,7 +233,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
 }
 
 spora_plugin_error_t* plan(KernelPlan& p) {
-  return refuse_decomposition(p, plan_kernel(p, p.attrs.get_bool("activation_blocked", false)));
+  return refuse_decomposition(p, plan_kernel(p, blocked_port(p, "blocked_outputs", 1)));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool", "onednn", plan}); }

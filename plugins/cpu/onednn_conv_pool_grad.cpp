@@ -30,12 +30,14 @@
 // onednn_conv_pool.cpp: stepping on crashed oneDNN 2.6.3 under
 // ONEDNN_MAX_CPU_ISA=AVX2).
 //
-// activation_blocked (conv_pool_grad_fusion sets it with the forward op's):
-// a arrives in onednn_kept_activation.h's blocked layout, not NCHW; the
+// blocked_inputs / blocked_outputs (the blocked_handoff pass): a (input 2)
+// arrives in onednn_kept_activation.h's blocked layout, not NCHW; the
 // gathers then read a block's channels from there (the same taps, other
-// strides), and the forward kernel's reorder of a to NCHW is gone. With
-// the flag the plan fails rather than decline (the decomposition would
-// read a as NCHW).
+// strides), and the forward kernel's reorder of a to NCHW is gone. dy
+// (input 3) likewise from the next layer's kernel; x (input 0) and dx
+// (output 2) are the backward convolutions' operands in that layout. With
+// any of them the plan fails rather than decline (the decomposition would
+// read them as NCHW).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -72,7 +74,7 @@ struct Blocks {
   int64_t s_n, s_blk, s_h;     // strides of g; a channel's step is 1, w's cb
   bool relu;
   Simd simd;
-  // a's layout: NCHW (a_cb 0) or, with activation_blocked, nChw{a_cb}c as
+  // a's layout: NCHW (a_cb 0) or, blocked (input 2), nChw{a_cb}c as
   // conv2d_act_pool wrote it (a_cb need not be cb). a_sw: a's step along w.
   int64_t a_cb, a_sw;
   // dy's layout the same way: NCHW (d_cb 0) or, with blocked_inputs
@@ -162,7 +164,7 @@ __attribute__((target("avx512f"))) inline __m512 gather(__mmask16 lanes, __m512i
 // 2x2 windows over a block, all its channels at once: lane k of a vector
 // is channel k, so a window's four taps are gathers of the block's
 // channels from a (their NCHW planes, or a's own blocks with
-// activation_blocked; lane offsets aoff) and g's elements are whole
+// blocked input 2; lane offsets off.a) and g's elements are whole
 // vectors of the blocked layout. The first maximum (a later tap wins only when strictly greater) and the relu
 // mask are compares and masked moves; a window holding a NaN takes the
 // general path, lane by lane. Lanes past the `real` channels of a last
@@ -425,7 +427,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
     if (blocked) {
       // a as conv2d_act_pool wrote it (onednn_kept_activation.h).
       if (kept_activation_desc(ad, dt).get_size() != static_cast<size_t>(a.numel()) * sizeof(float))
-        return plugin::invalid(p, "activation_blocked needs channels filling whole blocks, got " + a.str());
+        return plugin::invalid(p, "a blocked activation needs channels filling whole blocks, got " + a.str());
       s->b.a_cb = s->b.a_sw = kept_activation_block();
     }
     if (blocked_port(p, "blocked_inputs", 3)) {
@@ -482,7 +484,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
 }
 
 spora_plugin_error_t* plan(KernelPlan& p) {
-  return refuse_decomposition(p, plan_kernel(p, p.attrs.get_bool("activation_blocked", false)));
+  return refuse_decomposition(p, plan_kernel(p, blocked_port(p, "blocked_inputs", 2)));
 }
 
 void register_kernels(plugin::KernelTable& t) { t.add({"conv2d_act_pool_grad", "onednn", plan}); }

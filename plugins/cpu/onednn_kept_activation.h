@@ -1,16 +1,15 @@
-// The layout conv2d_act_pool hands its kept activation to
-// conv2d_act_pool_grad in when both carry activation_blocked
-// (conv_pool_grad_fusion sets it; docs/cpu-layouts.md), and the one values
-// between layers are handed over in under blocked_inputs/blocked_outputs
-// (the blocked_handoff pass): nChw16c where
-// oneDNN runs AVX-512, else nChw8c -- decided here, from oneDNN's ISA
-// (ONEDNN_MAX_CPU_ISA included), so that the writing and the reading kernel
-// always agree. The pass sets the flag only with channels a multiple of 16,
-// so the blocked bytes fill the NCHW tensor exactly on either ISA.
+// The layout conv2d_act_pool and conv2d_act_pool_grad hand operands over in
+// under blocked_inputs / blocked_outputs (the blocked_handoff pass;
+// docs/cpu-layouts.md): the kept activation, and the values between
+// layers. nChw16c where oneDNN runs AVX-512, else nChw8c -- decided here,
+// from oneDNN's ISA (ONEDNN_MAX_CPU_ISA included), so that the writing and
+// the reading kernels always agree. The pass blocks only values whose
+// channels are a multiple of 16, so the blocked bytes fill the NCHW tensor
+// exactly on either ISA.
 //
-// With the flag the decomposition cannot stand in for either kernel (it
-// would read or write the bytes as NCHW while the other kernel does not),
-// so a kernel that cannot honour it fails its plan instead of declining.
+// With a blocked operand the decomposition cannot stand in for a kernel (it
+// would read or write the bytes as NCHW while the other kernels do not), so
+// a kernel that cannot honour it fails its plan instead of declining.
 #pragma once
 #include <string>
 
@@ -56,7 +55,6 @@ inline spora_plugin_error_t* blocked_operand(const plugin::KernelPlan& p, const 
 // when the op has none.
 inline std::string blocked_flags(const plugin::KernelPlan& p) {
   std::string out;
-  if (p.attrs.get_bool("activation_blocked", false)) out = "activation_blocked";
   for (const char* list : {"blocked_inputs", "blocked_outputs"})
     if (!p.attrs.get_ints(list).empty()) out += (out.empty() ? "" : ", ") + std::string(list);
   return out;

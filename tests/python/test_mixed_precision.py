@@ -126,13 +126,13 @@ def test_casts_are_shared_and_never_chained(build):
     g.optimize(2)
     fused_grad = "conv2d_act_pool_grad(" in g.text()
     # LeNet's second layer (16 channels) hands its activation over in blocks.
-    blocked = "activation_blocked=true" in g.text()
+    blocked = "blocked_inputs=" in g.text()
     g.run_pass("mixed_precision")
     # conv_pool_grad_fusion's op (LeNet's backward) goes back to its parts,
     # whose convolution gradients convert like any others; the parts read
     # the activation as NCHW, so its conv2d_act_pool no longer blocks it.
     assert fused_grad == (build is _lenet) and "conv2d_act_pool_grad" not in g.text()
-    assert blocked == (build is _lenet) and "activation_blocked=true" not in g.text()
+    assert blocked == (build is _lenet) and "blocked_" not in g.text()
     ops = _ops(g.text())
     by_id = {i: (op, ins, dt) for i, op, ins, dt in ops}
     cast_sources = []

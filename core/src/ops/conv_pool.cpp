@@ -18,6 +18,7 @@
 // gradient is max_pool2d's rule followed by conv2d_act's, on the kept
 // activation or, without it, on a recomputed one.
 #include <string>
+#include <vector>
 
 #include "ir/op.h"
 #include "ops/conv_pool_parts.h"
@@ -48,11 +49,9 @@ void infer_conv_pool(const OpDef&, const TensorMeta* in, OpCall& call) {
   for (const auto& [name, v] : conv.attrs.items()) a.set(name, v);
   for (const auto& [name, v] : pool.attrs.items()) a.set("pool_" + name, v);
   a.set("keep_activation", AttrValue::of_bool(keep));
-  const bool blocked = conv_pool::activation_blocked(call.attrs);
-  if (blocked && !keep) fail(Code::kInvalidArgument, "[conv2d_act_pool] activation_blocked needs keep_activation");
-  if (blocked) a.set("activation_blocked", AttrValue::of_bool(true));  // absent: false, as before the flag
   conv_pool::keep_blocked_ports("conv2d_act_pool", call.attrs, a, "blocked_inputs", {0});
-  conv_pool::keep_blocked_ports("conv2d_act_pool", call.attrs, a, "blocked_outputs", {0});
+  conv_pool::keep_blocked_ports("conv2d_act_pool", call.attrs, a, "blocked_outputs",
+                                keep ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0});
   call.attrs = a;
   for (int i = 0; i < 3; ++i) call.in[i] = conv.in[i];
   call.num_outputs = keep ? 2 : 1;
@@ -102,17 +101,14 @@ ir::Node part_node(const char* op, const Attrs& attrs, const ir::Node& n) {
 }
 
 V conv_pool_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, const V& dy) {
-  // x or y in a kernel's blocked layout (blocked_handoff): the rule's ops
+  // Operands in a kernel's blocked layout (blocked_handoff): the rule's ops
   // would read them as NCHW.
-  if (!conv_pool::blocked_ports(n.attrs, "blocked_inputs").empty() ||
-      !conv_pool::blocked_ports(n.attrs, "blocked_outputs").empty())
+  if (conv_pool::any_blocked(n.attrs))
     fail(Code::kUnimplemented, "[conv2d_act_pool] no gradient with blocked_inputs/blocked_outputs: differentiate "
                                "before optimising");
   const bool keep = keeps_activation(n.attrs);
-  // A blocked activation's bytes are the kernel's, not NCHW: recompute it.
-  const bool keep_read = keep && !conv_pool::activation_blocked(n.attrs);
   const Attrs conv_attrs = conv_part(n.attrs);
-  Value act = keep_read ? y[1] : Value{};
+  Value act = keep ? y[1] : Value{};
   Value dact;
   if (dy[0].valid()) {
     if (!act.valid()) act = b.op("conv2d_act", {x[0], x[1], x[2]}, conv_attrs);
@@ -139,11 +135,9 @@ void register_conv_pool_ops(OpRegistry& r) {
   d.infer = infer_conv_pool;
   d.doc =
       "max_pool2d(conv2d_act(x, w, b)) as one op (conv2d_act's attributes, max_pool2d's prefixed pool_); "
-      "keep_activation adds conv2d_act's result as output 1; activation_blocked (set by conv_pool_grad_fusion "
-      "only, on a pair whose conv2d_act_pool_grad is output 1's only reader) makes output 1's bytes the "
-      "device kernel's private blocked layout (logical shape and dtype unchanged; docs/cpu-layouts.md), "
-      "which the decomposition ignores; blocked_inputs [0] / blocked_outputs [0] (set by blocked_handoff only) do the "
-      "same for x and y, between such ops (docs/cpu-layouts.md, Chains)";
+      "keep_activation adds conv2d_act's result as output 1; blocked_inputs [0] / blocked_outputs [0, 1] (set by "
+      "blocked_handoff only, where every reader agrees) make those operands' bytes the device kernel's private "
+      "blocked layout (logical shape and dtype unchanged; docs/cpu-layouts.md), which the decomposition ignores";
   d.dynamic_outputs = true;
   d.cost = conv_pool_cost;
   Rules{conv_pool_bp, decompose_conv_pool}.apply(d);

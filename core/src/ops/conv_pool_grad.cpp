@@ -79,8 +79,7 @@ void infer_conv_pool_grad(const OpDef&, const TensorMeta* in, OpCall& call) {
   for (const auto& [name, v] : pool.attrs.items()) attrs.set("pool_" + name, v);
   attrs.set("activation", AttrValue::of_string(act));
   attrs.set("input_grad", AttrValue::of_bool(dx));
-  if (conv_pool::activation_blocked(call.attrs)) attrs.set("activation_blocked", AttrValue::of_bool(true));
-  conv_pool::keep_blocked_ports(kOp, call.attrs, attrs, "blocked_inputs", {0, 3});
+  conv_pool::keep_blocked_ports(kOp, call.attrs, attrs, "blocked_inputs", {0, 2, 3});
   conv_pool::keep_blocked_ports(kOp, call.attrs, attrs, "blocked_outputs", dx ? std::vector<int64_t>{2}
                                                                               : std::vector<int64_t>{});
   call.attrs = attrs;
@@ -130,9 +129,7 @@ V conv_pool_grad_bp(GradBuilder& b, const ir::Node& n, const V& x, const V& y, c
   // The decomposition would read a's bytes as NCHW on a device whose
   // kernel wrote them blocked.
   if (conv_pool::any_blocked(attrs))
-    fail(Code::kUnimplemented,
-         "[{}] no gradient with activation_blocked, blocked_inputs or blocked_outputs: differentiate before "
-         "optimising",
+    fail(Code::kUnimplemented, "[{}] no gradient with blocked_inputs or blocked_outputs: differentiate before optimising",
          kOp);
   return vjp_of(b, n, x, y, dy,
                 [attrs](GradBuilder& sb, const V& sx) { return decompose_conv_pool_grad(sb, sx, attrs); });
@@ -150,10 +147,9 @@ void register_conv_pool_grad_ops(OpRegistry& r) {
   d.doc =
       "conv2d_act_pool's backward pass (relu or none): g = act'(a) * max_pool2d_grad(a, dy); outputs "
       "conv2d_grad_weight(x, g), sum(g, [0, 2, 3]) and, with input_grad, conv2d_grad_input(g, w). "
-      "activation_blocked: a's bytes are the device kernel's private blocked "
-      "layout, written by the conv2d_act_pool with the same flag (conv_pool_grad_fusion sets both; "
-      "docs/cpu-layouts.md); the decomposition ignores it. blocked_inputs (0: x, 3: dy) and blocked_outputs "
-      "(2: dx), set by blocked_handoff only, do the same between such ops of consecutive layers";
+      "blocked_inputs (0: x, 2: a, 3: dy) and blocked_outputs (2: dx), set by blocked_handoff only, make those "
+      "operands' bytes the device kernel's private blocked layout, agreed with their producer or readers "
+      "(docs/cpu-layouts.md); the decomposition ignores them";
   d.dynamic_outputs = true;
   d.cost = conv_pool_grad_cost;
   Rules{conv_pool_grad_bp, decompose_conv_pool_grad}.apply(d);

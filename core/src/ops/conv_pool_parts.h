@@ -46,20 +46,13 @@ inline Attrs pool_part(const Attrs& a) {
   return out;
 }
 
-// activation_blocked (both ops): the kept activation's bytes are the
-// kernel's private blocked layout (docs/cpu-layouts.md). Only
-// conv_pool_grad_fusion sets it, on a pair whose activation nothing else
-// reads; the decompositions never look at it.
-inline bool activation_blocked(const Attrs& a) {
-  const AttrValue* v = a.find("activation_blocked");
-  return v && v->i != 0;
-}
-
 // blocked_inputs / blocked_outputs (both ops): the operands, by index,
-// whose bytes are the device kernel's private channel-blocked layout, the
-// same one activation_blocked uses (docs/cpu-layouts.md, "Chains"). Only
-// the blocked_handoff pass sets them, on a value whose producer and every
-// reader are such ops on one device and agree (ir::verify checks that).
+// whose bytes are the device kernel's private channel-blocked layout
+// (logical shape and dtype unchanged; docs/cpu-layouts.md). Only the
+// blocked_handoff pass sets them, on a value whose producer and every
+// reader are such ops on one device and agree (ir::verify checks that):
+// the kept activation (conv2d_act_pool output 1 -> conv2d_act_pool_grad
+// input 2) and the values between layers. The decompositions ignore them.
 // `allowed`: the indices the op may name; inference keeps the lists
 // (absent when empty) and refuses any other index.
 inline std::vector<int64_t> blocked_ports(const Attrs& a, const char* name) {
@@ -82,8 +75,7 @@ inline void keep_blocked_ports(const char* op, const Attrs& in, Attrs& out, cons
 // Any operand in a private blocked layout: the decomposition would read or
 // write it as NCHW, so the op cannot be differentiated.
 inline bool any_blocked(const Attrs& a) {
-  return activation_blocked(a) || !blocked_ports(a, "blocked_inputs").empty() ||
-         !blocked_ports(a, "blocked_outputs").empty();
+  return !blocked_ports(a, "blocked_inputs").empty() || !blocked_ports(a, "blocked_outputs").empty();
 }
 
 // The attributes both ops declare, the activation defaulting to
@@ -100,7 +92,6 @@ inline std::vector<AttrSpec> attr_specs(const char* activation) {
           {"pool_padding", AttrType::kInts, false, AttrValue::of_ints({0, 0})},
           {"pool_dilation", AttrType::kInts, false, AttrValue::of_ints({1, 1})},
           {"pool_ceil_mode", AttrType::kBool, false, AttrValue::of_bool(false)},
-          {"activation_blocked", AttrType::kBool, false, AttrValue::of_bool(false)},
           {"blocked_inputs", AttrType::kInts, false, AttrValue::of_ints({})},
           {"blocked_outputs", AttrType::kInts, false, AttrValue::of_ints({})}};
 }

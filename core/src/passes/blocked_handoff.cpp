@@ -1,23 +1,24 @@
-// Blocked hand-overs between layers, the chain half of issue 19's layout
-// selection: after conv_pool_fusion and conv_pool_grad_fusion every
-// convolution + activation + max pooling of a CNN is one conv2d_act_pool
-// and its backward one conv2d_act_pool_grad, and each of those kernels
-// works in oneDNN's channel-blocked layout inside and reorders to NCHW at
-// its edges. Where one such op's result is read only by others -- a pooled
-// result by the next layer's conv2d_act_pool (x) and its backward op (x),
-// a backward op's input gradient dx by the previous layer's backward op
-// (dy) -- the reorder out and the reorder in are a round trip nobody else
-// sees. This pass marks such values: the producer lists the output in
-// blocked_outputs, every reader lists the input in blocked_inputs, and the
-// kernels then write and read the value in the plugin's own blocked layout
+// Blocked hand-overs, issue 19's layout selection across ops: after
+// conv_pool_fusion and conv_pool_grad_fusion every convolution + activation
+// + max pooling of a CNN is one conv2d_act_pool and its backward one
+// conv2d_act_pool_grad, and each of those kernels works in oneDNN's
+// channel-blocked layout inside and reorders to NCHW at its edges. Where
+// one such op's result is read only by others -- the kept activation by
+// the layer's backward op (a), a pooled result by the next layer's
+// conv2d_act_pool (x) and its backward op (x), a backward op's input
+// gradient dx by the previous layer's backward op (dy) -- the reorder out
+// and the reorder in are a round trip nobody else sees. This pass marks
+// such values: the producer lists the output in blocked_outputs, every
+// reader lists the input in blocked_inputs, and the kernels then write and
+// read the value in the plugin's own blocked layout
 // (onednn_kept_activation.h), so a chain of layers reorders only at its
 // ends (the network's input, the last pooled result before the flatten).
 //
-//   y1      = conv2d_act_pool(x, w1, b1)             blocked_outputs [0]
-//   y2      = conv2d_act_pool(y1, w2, b2)            blocked_inputs  [0]
+//   y1, a1  = conv2d_act_pool(x, w1, b1)             blocked_outputs [0, 1]
+//   y2, a2  = conv2d_act_pool(y1, w2, b2)            blocked_inputs [0], blocked_outputs [1]
 //   dw2, db2, dy1 = conv2d_act_pool_grad(y1, w2, a2, g2)
-//                                                    blocked_inputs [0], blocked_outputs [2]
-//   dw1, db1 = conv2d_act_pool_grad(x, w1, a1, dy1)  blocked_inputs  [3]
+//                                                    blocked_inputs [0, 2], blocked_outputs [2]
+//   dw1, db1 = conv2d_act_pool_grad(x, w1, a1, dy1)  blocked_inputs [2, 3]
 //
 // A value is marked only when all of these hold: its producer may write it
 // blocked and every reader may read it so (the ports and op conditions
@@ -26,7 +27,9 @@
 // kernel would decline); it is no graph output; f32 NCHW with channels a
 // multiple of 16 (the blocked bytes are then exactly the NCHW tensor's on
 // AVX-512 and AVX2, so the memory plan stays right); producer and readers
-// on one device; and the target says yes (Target::blocks_layer_handoffs).
+// on one device; the kept activation read with the pooling windows that
+// made it; and the target says yes (Target::blocks_kept_activation for the
+// kept activation, Target::blocks_layer_handoffs for the others).
 // ir::verify checks that producer and readers agree, so a later pass that
 // adds a reader fails verification instead of reading blocked bytes as
 // NCHW. Last in the pipeline, after every pass that adds or moves readers.
@@ -81,14 +84,26 @@ bool kernel_runs(const Graph& g, const Node& n) {
   return false;
 }
 
-// The ports the kernels take blocked (besides activation_blocked's).
+// The ports the kernels take blocked. The kept activation (output 1) goes
+// only to a backward op's a (input 2), pooled with the same windows.
 bool may_write(const Node& n, int32_t index) {
-  return (is_apply(n, "conv2d_act_pool") && index == 0) ||
+  return (is_apply(n, "conv2d_act_pool") && (index == 0 || (index == 1 && flag(n, "keep_activation")))) ||
          (is_apply(n, "conv2d_act_pool_grad") && index == 2 && flag(n, "input_grad"));
 }
-bool may_read(const Node& n, size_t slot) {
+bool may_read(const Node& producer, int32_t index, const Node& n, size_t slot) {
+  if (index == 1 && is_apply(producer, "conv2d_act_pool"))
+    return is_apply(n, "conv2d_act_pool_grad") && slot == 2 &&
+           ints_or(producer, "pool_kernel_size", {}) == ints_or(n, "pool_kernel_size", {}) &&
+           ints_or(producer, "pool_stride", {}) == ints_or(n, "pool_stride", {});
   return (is_apply(n, "conv2d_act_pool") && slot == 0) ||
          (is_apply(n, "conv2d_act_pool_grad") && (slot == 0 || slot == 3));
+}
+
+// The target's answer for the value at output `index` of `n`.
+bool target_blocks(const Target& target, const Node& n, int32_t index) {
+  const DType dtype = n.outputs[static_cast<size_t>(index)].dtype;
+  return is_apply(n, "conv2d_act_pool") && index == 1 ? target.blocks_kept_activation(dtype)
+                                                      : target.blocks_layer_handoffs(dtype);
 }
 
 // f32 NCHW, channels filling whole blocks of 16 (and so of 8).
@@ -106,7 +121,6 @@ void add_port(Node& n, const char* name, int64_t port) {
 
 bool blocked_handoff(Graph& g, const PassContext& ctx) {
   const Target& target = ctx.target_in_use();
-  if (!target.blocks_layer_handoffs(SPORA_DTYPE_F32)) return false;
   const int32_t n = static_cast<int32_t>(g.nodes().size());
   // Readers of each value: (node, input slot).
   std::vector<std::vector<std::vector<std::pair<int32_t, size_t>>>> readers(static_cast<size_t>(n));
@@ -127,9 +141,9 @@ bool blocked_handoff(Graph& g, const PassContext& ctx) {
       if (std::find(g.outputs().begin(), g.outputs().end(), v) != g.outputs().end()) continue;
       const bool all = std::all_of(rs.begin(), rs.end(), [&](const std::pair<int32_t, size_t>& r) {
         const Node& u = g.node(r.first);
-        return may_read(u, r.second) && u.device == p.device && kernel_runs(g, u);
+        return may_read(p, i, u, r.second) && u.device == p.device && kernel_runs(g, u);
       });
-      if (all && target.blocks_layer_handoffs(p.outputs[static_cast<size_t>(i)].dtype)) marked.push_back(v);
+      if (all && target_blocks(target, p, i)) marked.push_back(v);
     }
   }
   for (const Value& v : marked) {

@@ -20,9 +20,8 @@
 // (Target::fuses_conv_pool_grad). Runs after conv_pool_fusion and before
 // elementwise_fusion, which would take the mask's greater/where.
 //
-// Where a is a conv2d_act_pool's kept activation read by nothing else, the
-// pass sets activation_blocked on both ops (can_block below): the kernels
-// then hand a over in the plugin's blocked layout instead of NCHW.
+// Whether the kept activation a then passes between the two kernels in the
+// plugin's blocked layout is blocked_handoff's decision (blocked_handoff.cpp).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -62,46 +61,7 @@ struct Fusion {
   int32_t pool = -1, mask = -1, where = -1, weight = -1, input = -1, sum = -1;
   Value x, w, a, dy;
   int32_t at = 0;  // the fused node goes before this node (n: at the end)
-  bool blocked = false;  // activation_blocked on this op and a's conv2d_act_pool
 };
-
-std::vector<int64_t> ints_or(const Node& n, const char* name, std::vector<int64_t> otherwise) {
-  const AttrValue* v = n.attrs.find(name);
-  return v ? v->ints : otherwise;
-}
-
-// Whether the kernels may pass a in their own blocked layout: a is a
-// conv2d_act_pool's kept activation, read only by the ops this fusion
-// replaces (the pooling gradient and the relu mask) and no graph output,
-// f32 with channels a multiple of 16 (the blocked bytes are then exactly
-// the NCHW tensor's, no padded block on either ISA), disjoint pooling
-// windows covering what dy says (the backward kernel takes no other), on
-// one device, and the target can.
-bool can_block(const Graph& g, const Fusion& f, const Target& target) {
-  const Node& fwd = g.node(f.a.node);
-  const Node& p = g.node(f.pool);
-  if (fwd.kind != NodeKind::kApply || fwd.op->name != "conv2d_act_pool" || f.a.index != 1 || fwd.device != p.device)
-    return false;
-  for (const Value& v : g.outputs())
-    if (v == f.a) return false;
-  for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id)
-    for (const Value& v : g.node(id).inputs)
-      if (v == f.a && id != f.pool && id != f.mask) return false;
-  const TensorMeta& a = g.meta(f.a);
-  const TensorMeta& dy = g.meta(f.dy);
-  if (a.dtype != SPORA_DTYPE_F32 || a.shape.rank != 4 || dy.shape.rank != 4 || a.shape.numel() == 0 ||
-      a.shape[1] % 16 != 0)
-    return false;
-  const auto k = ints_or(p, "kernel_size", {}), st = ints_or(p, "stride", {});
-  const auto pad = ints_or(p, "padding", {0, 0, 0, 0}), dil = ints_or(p, "dilation", {1, 1});
-  if (k.size() != 2 || k != st || k[0] < 1 || k[1] < 1) return false;
-  if (std::any_of(pad.begin(), pad.end(), [](int64_t v) { return v != 0; }) ||
-      std::any_of(dil.begin(), dil.end(), [](int64_t v) { return v != 1; }))
-    return false;
-  if (dy.shape[2] != a.shape[2] / k[0] || dy.shape[3] != a.shape[3] / k[1]) return false;
-  if (ints_or(fwd, "pool_kernel_size", {}) != k || ints_or(fwd, "pool_stride", {}) != st) return false;
-  return target.blocks_kept_activation(a.dtype);
-}
 
 bool conv_pool_grad_fusion(Graph& g, const PassContext& ctx) {
   const Target& target = ctx.target_in_use();
@@ -200,11 +160,6 @@ bool conv_pool_grad_fusion(Graph& g, const PassContext& ctx) {
     fusions.push_back(f);
   }
   if (fusions.empty()) return false;
-  std::vector<bool> block_forward(static_cast<size_t>(n), false);
-  for (Fusion& f : fusions) {
-    f.blocked = can_block(g, f, target);
-    if (f.blocked) block_forward[static_cast<size_t>(f.a.node)] = true;
-  }
 
   ir::Rewriter rw(g);
   auto emit = [&](const Fusion& f) {
@@ -216,7 +171,6 @@ bool conv_pool_grad_fusion(Graph& g, const PassContext& ctx) {
       if (name != kStrategyAttr && name != kRecomputeAttr) attrs.set("pool_" + name, v);
     attrs.set("activation", AttrValue::of_string(f.where >= 0 ? "relu" : "none"));
     attrs.set("input_grad", AttrValue::of_bool(f.input >= 0));
-    if (f.blocked) attrs.set("activation_blocked", AttrValue::of_bool(true));
     const std::vector<Value> out =
         rw.out().add_op("conv2d_act_pool_grad", {rw.map(f.x), rw.map(f.w), rw.map(f.a), rw.map(f.dy)}, attrs, gw.loc);
     Node& fn = rw.out().mutable_node(out[0].node);
@@ -229,11 +183,7 @@ bool conv_pool_grad_fusion(Graph& g, const PassContext& ctx) {
   for (int32_t id = 0; id <= n; ++id) {
     for (const Fusion& f : fusions)
       if (f.at == id) emit(f);
-    if (id < n && !removed[static_cast<size_t>(id)]) {
-      rw.copy(id);
-      if (block_forward[static_cast<size_t>(id)])
-        rw.out().mutable_node(rw.map({id, 0}).node).attrs.set("activation_blocked", AttrValue::of_bool(true));
-    }
+    if (id < n && !removed[static_cast<size_t>(id)]) rw.copy(id);
   }
   g = rw.finish();
   return true;

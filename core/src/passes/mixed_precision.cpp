@@ -201,12 +201,6 @@ bool unfuse_conv_pool_grad(Graph& g) {
     const Node& n = g.nodes()[id];
     if (n.kind != NodeKind::kApply || n.op->name != "conv2d_act_pool_grad") {
       rw.copy(static_cast<int32_t>(id));
-      // The parts read the kept activation as NCHW: no blocked hand-over.
-      const AttrValue* blocked = n.attrs.find("activation_blocked");
-      if (n.kind == NodeKind::kApply && n.op->name == "conv2d_act_pool" && blocked && blocked->i)
-        rw.out()
-            .mutable_node(rw.map({static_cast<int32_t>(id), 0}).node)
-            .attrs.set("activation_blocked", AttrValue::of_bool(false));
       continue;
     }
     const size_t first = rw.out().nodes().size();
@@ -223,9 +217,10 @@ bool unfuse_conv_pool_grad(Graph& g) {
   return true;
 }
 
-// blocked_handoff's hand-overs between layers back to NCHW: the converted
-// ops run in bf16, where the kernels take no blocked operands, and the
-// unfused parts read NCHW. All of them, so producer and readers agree.
+// blocked_handoff's hand-overs back to NCHW: the converted ops run in bf16,
+// where the kernels take no blocked operands, and the unfused parts of
+// conv2d_act_pool_grad read the kept activation as NCHW. All of them, so
+// producer and readers agree.
 bool drop_blocked_handoffs(Graph& g) {
   bool any = false;
   for (int32_t id = 0; id < static_cast<int32_t>(g.nodes().size()); ++id) {

@@ -37,8 +37,9 @@ class Target {
   }
   // True when the device's conv2d_act_pool and conv2d_act_pool_grad kernels
   // can hand the kept activation over in their own blocked layout
-  // (activation_blocked; the activation's channels a multiple of 16, its
-  // only reader the backward op). conv_pool_grad_fusion asks. Default: never.
+  // (conv2d_act_pool output 1 -> conv2d_act_pool_grad input 2; channels a
+  // multiple of 16, the backward op its only reader). blocked_handoff asks.
+  // Default: never.
   virtual bool blocks_kept_activation(DType dtype) const {
     (void)dtype;
     return false;
