@@ -44,10 +44,7 @@ namespace {
 
 using ir::Graph;
 using ir::Node;
-using ir::NodeKind;
 using ir::Value;
-
-bool is_apply(const Node& n, const char* op) { return n.kind == NodeKind::kApply && n.op->name == op; }
 
 std::vector<int64_t> ints_or(const Node& n, const char* name, std::vector<int64_t> otherwise) {
   const AttrValue* v = n.attrs.find(name);

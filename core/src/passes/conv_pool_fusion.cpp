@@ -29,10 +29,7 @@ namespace {
 
 using ir::Graph;
 using ir::Node;
-using ir::NodeKind;
 using ir::Value;
-
-bool is_apply(const Node& n, const char* op) { return n.kind == NodeKind::kApply && n.op->name == op; }
 
 struct Fusion {
   int32_t conv = -1, pool = -1;

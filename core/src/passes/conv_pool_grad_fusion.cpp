@@ -40,8 +40,6 @@ using ir::Value;
 
 constexpr const char* kConvAttrs[] = {"stride", "padding", "pad_mode", "dilation", "groups"};
 
-bool is_apply(const Node& n, const char* op) { return n.kind == NodeKind::kApply && n.op->name == op; }
-
 // A scalar constant +0 (all bytes zero) of a float dtype.
 bool is_zero(const Graph& g, Value v) {
   const Node& n = g.node(v.node);

@@ -38,8 +38,6 @@ using ir::Node;
 using ir::NodeKind;
 using ir::Value;
 
-bool is_apply(const Node& n, const char* op) { return n.kind == NodeKind::kApply && n.op->name == op; }
-
 bool is_activation(const Node& n) {
   if (n.kind != NodeKind::kApply) return false;
   const std::string& op = n.op->name;

@@ -106,4 +106,7 @@ std::vector<PassStats> optimize(ir::Graph& g, int level, const PassContext& ctx 
 // unknown name is an error listing the passes.
 PassStats run_pass(ir::Graph& g, const std::string& name, const PassContext& ctx = PassContext::defaults());
 
+// For the pattern-matching passes: whether `n` applies the op named `op`.
+inline bool is_apply(const ir::Node& n, const char* op) { return n.kind == ir::NodeKind::kApply && n.op->name == op; }
+
 }  // namespace spora::passes
