@@ -6,14 +6,23 @@
 #include <pmmintrin.h>
 #include <xmmintrin.h>
 
+#include <memory>
+#include <mutex>
 #include <new>
 
+#include "cpu_contention.h"
+#include "cpu_parallel.h"
 #include "cpu_state.h"
 #include "error.h"
 #include "trace_hooks.h"
 
 struct spora_kernel {
   spora::plugin::KernelPlan plan;
+  // The same implementation planned for one thread (cpu_contention.h), made
+  // by the first launch that finds the cores contended; null when it
+  // cannot be made or needs more workspace than `plan` got.
+  std::once_flag serial_once;
+  std::unique_ptr<spora::plugin::KernelPlan> serial;
 };
 
 namespace spora::cpu {
@@ -113,6 +122,47 @@ spora_plugin_error_t* kernel_create(int32_t device, const spora_kernel_desc_t* d
   });
 }
 
+namespace {
+
+// The thread count kernels run on when the cores are free (SPORA_NUM_THREADS,
+// set at initialize).
+int configured_threads() {
+  static const int n = omp_get_max_threads();
+  return n;
+}
+
+// k's implementation planned again inside a SerialScope (k->serial), or
+// nothing. Same implementation, so the same math; oneDNN's one-thread
+// primitives may sum a reduction in another order than the parallel ones.
+void plan_serial(spora_kernel& k) {
+  auto s = std::make_unique<plugin::KernelPlan>(k.plan);
+  s->state.reset();
+  s->run = nullptr;
+  s->workspace = 0;
+  std::vector<const plugin::KernelImpl*> impls = cpu_kernels().find(k.plan.op);
+  for (const plugin::KernelImpl* i : plugin::reference_kernels().find(k.plan.op)) impls.push_back(i);
+  for (const plugin::KernelImpl* impl : impls) {
+    if (std::string(impl->name) != k.plan.impl) continue;
+    try {
+      SerialScope one_thread(true);
+      spora_plugin_error_t* e = impl->plan(*s);
+      if (e) {
+        e->destroy(e);
+        return;
+      }
+    } catch (...) {
+      return;  // no one-thread variant: the kernel keeps its threads
+    }
+    if (s->run && s->workspace <= k.plan.workspace) {
+      log(SPORA_LOG_DEBUG, k.plan.op + ": one-thread variant planned (" + k.plan.impl + ")");
+      k.serial = std::move(s);
+    }
+    return;
+  }
+}
+
+}  // namespace
+
 spora_plugin_error_t* kernel_destroy(spora_kernel_t* k) {
   delete k;
   return nullptr;
@@ -124,8 +174,15 @@ spora_plugin_error_t* kernel_launch(spora_kernel_t* k, const spora_devptr_t* inp
     return make_error(SPORA_PLUGIN_INVALID_ARGUMENT, "[cpu] kernel_launch: null argument");
   return guard("cpu", [&]() -> spora_plugin_error_t* {
     FlushDenormals ftz;
+    // Contended cores: the one-thread variant (cpu_contention.h).
+    const plugin::KernelPlan* plan = &k->plan;
+    if (cores_contended(configured_threads())) {
+      std::call_once(k->serial_once, [k] { plan_serial(*k); });
+      if (k->serial) plan = k->serial.get();
+    }
+    SerialScope one_thread(plan != &k->plan);
     const uint64_t span = plugin::trace_begin(g_host, "cpu.kernel", k->plan.op.c_str());
-    plugin::run_plan(k->plan, inputs, outputs, workspace);
+    plugin::run_plan(*plan, inputs, outputs, workspace);
     plugin::trace_end(g_host, span);
     return nullptr;
   });

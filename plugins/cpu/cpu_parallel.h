@@ -42,4 +42,26 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
   }
 }
 
+// The calling thread's OpenMP team size is 1 while a SerialScope with
+// `serial` lives: our loops run on the calling thread, and oneDNN sizes
+// the primitives it makes, and runs those that ask at launch, for one
+// thread (it reads the team size both when it makes a primitive and when a
+// primitive runs, so a plan is made and run inside the scope or neither).
+// The contended-cores path of cpu_kernels.cpp uses it.
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial) : saved_(serial ? omp_get_max_threads() : 1), active_(saved_ > 1) {
+    if (active_) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (active_) omp_set_num_threads(saved_);
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int saved_;
+  bool active_;
+};
+
 }  // namespace spora::cpu
