@@ -9,9 +9,10 @@
 // thread.
 //
 // The signal: every 100 ms (on the launching thread, when a launch finds
-// the last sample old), other processes' CPU time -- the machine's busy
-// time from /proc/stat (user, nice, system, irq, softirq, steal) minus this
-// process's own (CLOCK_PROCESS_CPUTIME_ID) -- over the wall time, in cores.
+// the last sample old), other processes' CPU time on the cores this process
+// may run on (its affinity mask) -- those cores' busy time from /proc/stat
+// (user, nice, system, irq, softirq, steal) minus this process's own
+// (CLOCK_PROCESS_CPUTIME_ID) -- over the wall time, in cores.
 // Contended when that exceeds the cores our threads leave free by more than
 // half a core; no longer when it falls below a quarter of a core over them
 // (the gap keeps it from flapping). Without /proc/stat: never contended.
