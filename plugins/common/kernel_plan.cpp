@@ -201,13 +201,18 @@ spora_plugin_error_t* describe(const spora_kernel_desc_t* desc, KernelPlan* out)
   return nullptr;
 }
 
+std::vector<const KernelImpl*> implementations(const std::string& op, const KernelTable* preferred) {
+  std::vector<const KernelImpl*> impls;
+  if (preferred) impls = preferred->find(op);
+  for (const KernelImpl* i : reference_kernels().find(op)) impls.push_back(i);
+  return impls;
+}
+
 spora_plugin_error_t* plan_kernel(const spora_kernel_desc_t* desc, KernelPlan* out, const KernelTable* preferred,
                                   std::string* log) {
   KernelPlan base;
   if (auto* e = describe(desc, &base)) return e;
-  std::vector<const KernelImpl*> impls;
-  if (preferred) impls = preferred->find(base.op);
-  for (const KernelImpl* i : reference_kernels().find(base.op)) impls.push_back(i);
+  const std::vector<const KernelImpl*> impls = implementations(base.op, preferred);
   if (impls.empty()) return make_error(SPORA_PLUGIN_UNIMPLEMENTED, "[" + base.op + "] no kernel for this op");
   spora_plugin_error_t* last = nullptr;
   for (const KernelImpl* impl : impls) {

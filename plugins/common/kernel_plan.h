@@ -133,6 +133,10 @@ const char* const* reference_op_names();
 // implementation.
 spora_plugin_error_t* describe(const spora_kernel_desc_t* desc, KernelPlan* out);
 
+// The implementations plan_kernel tries for `op`, in order: `preferred`'s
+// (may be NULL), then the reference ones.
+std::vector<const KernelImpl*> implementations(const std::string& op, const KernelTable* preferred);
+
 // Plans `desc`: tries the implementations of `preferred` (may be NULL) in
 // order, then the reference ones. `log`, when given, receives one line per
 // rejected implementation.

@@ -139,9 +139,7 @@ void plan_serial(spora_kernel& k) {
   s->state.reset();
   s->run = nullptr;
   s->workspace = 0;
-  std::vector<const plugin::KernelImpl*> impls = cpu_kernels().find(k.plan.op);
-  for (const plugin::KernelImpl* i : plugin::reference_kernels().find(k.plan.op)) impls.push_back(i);
-  for (const plugin::KernelImpl* impl : impls) {
+  for (const plugin::KernelImpl* impl : plugin::implementations(k.plan.op, &cpu_kernels())) {
     if (std::string(impl->name) != k.plan.impl) continue;
     try {
       SerialScope one_thread(true);

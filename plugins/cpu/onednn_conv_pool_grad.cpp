@@ -474,7 +474,7 @@ spora_plugin_error_t* plan_kernel(KernelPlan& p, bool blocked) {
                              (blocked ? (s->b.a_cb == 16 ? "nChw16c" : "nChw8c") : "nchw") + " for " + impl +
                              (s->b.d_cb ? ", dy handed in blocked" : "") +
                              (blocked_port(p, "blocked_inputs", 0) ? ", x handed in blocked" : "") +
-                             (dx_user != d.x_user ? ", dx handed on blocked" : "") +
+                             (input_grad && blocked_port(p, "blocked_outputs", 2) ? ", dx handed on blocked" : "") +
                              (skipped.empty() ? "" : " (passed over: " + skipped + ")"));
     p.workspace = ws;
     p.state = s;

@@ -58,9 +58,11 @@ def cpu():
     c.free()
 
 
-def _graph(shape, out_ch, train):
+def _graph(shape, out_ch, train, extra=None):
     """conv2d_act (3x3, padding 1, relu) -> max_pool2d 2x2 -> sum(y * r):
-    the loss, and for training its gradients with respect to x, w and b."""
+    the loss, and for training its gradients with respect to x, w and b.
+    The second output is y, or with `extra` the activation itself
+    ("output") or another op reading it ("reader")."""
     n, c, h, w = shape
     g = S.Graph("convpool")
     x = g.input("x", S.DTYPE_F32, list(shape))
@@ -70,6 +72,10 @@ def _graph(shape, out_ch, train):
     a = g.op("conv2d_act", [x, wt, b], CONV)[0]
     y = g.op("max_pool2d", [a], POOL)[0]
     loss = g.op("sum", [g.op("mul", [y, r])[0]])[0]
+    if extra == "output":
+        y = a
+    elif extra == "reader":
+        y = g.op("sum", [g.op("mul", [a, a])[0]])[0]
     g.set_outputs([loss, y])
     if train:
         g = g.grad([x, wt, b])  # outputs: loss, dx, dw, db (grad of output 0)
@@ -353,29 +359,11 @@ def test_blocked_activation_gives_the_same_training_steps(cpu, monkeypatch):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"value {i}, vs unfused")
 
 
-def _extra_reader_graph(kind):
-    """_graph's training graph, 16 channels, where the activation is also a
-    graph output ("output") or read by another op ("reader")."""
-    shape, out_ch = (2, 1, 8, 8), 16
-    n, c, h, w = shape
-    g = S.Graph("extra")
-    x = g.input("x", S.DTYPE_F32, list(shape))
-    wt = g.input("w", S.DTYPE_F32, [out_ch, c, 3, 3])
-    b = g.input("b", S.DTYPE_F32, [out_ch])
-    r = g.input("r", S.DTYPE_F32, [n, out_ch, h // 2, w // 2])
-    a = g.op("conv2d_act", [x, wt, b], CONV)[0]
-    y = g.op("max_pool2d", [a], POOL)[0]
-    loss = g.op("sum", [g.op("mul", [y, r])[0]])[0]
-    other = a if kind == "output" else g.op("sum", [g.op("mul", [a, a])[0]])[0]
-    g.set_outputs([loss, other])
-    return g.grad([x, wt, b])
-
-
 @pytest.mark.parametrize("case", ["output", "reader", "6-channels", "forward-only"])
 def test_blocked_activation_only_when_the_backward_op_alone_reads_it(cpu, monkeypatch, case):
     monkeypatch.delenv("SPORA_CONV_POOL_FUSION", raising=False)
     if case in ("output", "reader"):
-        g = _extra_reader_graph(case)
+        g = _graph((2, 1, 8, 8), 16, True, extra=case)
     else:
         g = _graph((2, 3, 8, 8), 6 if case == "6-channels" else 16, case != "forward-only")
     o = _optimized(g)
